@@ -1,0 +1,118 @@
+"""The symbolic ledger: ``{mechanism: count}``.  Composition never evaluates anything.
+
+Composing k identical mechanisms increments one integer, so 10^6 steps cost the same as one.  All
+curves are evaluated lazily by the conversions: RDP curves add (count * eps_j(alpha)), log-MGFs add
+(count * log M_j(s)) and infinite-loss masses multiply (1 - p_inf = prod (1 - p_j)^{k_j}).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import numpy as np
+
+from mechanisms import _validate as V
+from mechanisms.base import Mechanism
+
+
+class Ledger:
+    """Insertion-ordered multiset of mechanisms."""
+
+    __slots__ = ("_counts",)
+
+    def __init__(self) -> None:
+        self._counts: dict[Mechanism, int] = {}
+
+    def add(self, mechanism: Mechanism, times: int = 1) -> None:
+        if not isinstance(mechanism, Mechanism):
+            raise TypeError(f"mechanism must be a mechanisms.Mechanism, got {type(mechanism).__name__}")
+        times = V.integer("times", times, low=0)
+        if times:
+            self._counts[mechanism] = self._counts.get(mechanism, 0) + times
+
+    def items(self) -> list[tuple[Mechanism, int]]:
+        return list(self._counts.items())
+
+    def __iter__(self) -> Iterator[tuple[Mechanism, int]]:
+        return iter(self._counts.items())
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+    def __bool__(self) -> bool:
+        return bool(self._counts)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Ledger) and self._counts == other._counts
+
+    def copy(self) -> Ledger:
+        out = Ledger()
+        out._counts = dict(self._counts)
+        return out
+
+    @property
+    def total_count(self) -> int:
+        return sum(self._counts.values())
+
+    # ---------------------------------------------------------------- composed curves
+    def rdp(self, alpha) -> np.ndarray:
+        """Composed RDP curve sum_j k_j eps_j(alpha) (conditional curves for (eps, delta) blocks)."""
+        a = V.alphas(alpha)
+        out = np.zeros(a.shape)
+        for m, k in self._counts.items():
+            out = out + k * np.asarray(m.rdp(a), dtype=float)
+        return out
+
+    @property
+    def pure_epsilon(self) -> float:
+        return float(sum(k * m.pure_epsilon for m, k in self._counts.items()))
+
+    @property
+    def infinite_loss_mass(self) -> float:
+        log_keep = sum(k * math.log1p(-m.infinite_loss_mass) for m, k in self._counts.items())
+        return -math.expm1(log_keep)
+
+    @property
+    def pld_available(self) -> bool:
+        return all(m.pld_available for m in self._counts)
+
+    @property
+    def symmetric(self) -> bool:
+        return all(m.symmetric for m in self._counts)
+
+    @property
+    def tight(self) -> bool:
+        return all(m.tight for m in self._counts)
+
+    @property
+    def gaussian_mu(self) -> float | None:
+        """mu of the composition when every entry is a Gaussian mechanism (mu-GDP), else None."""
+        from mechanisms.gaussian import Gaussian
+
+        if not self._counts or not all(type(m) is Gaussian for m in self._counts):
+            return None
+        return math.sqrt(sum(k * m.mu**2 for m, k in self._counts.items()))
+
+    # ---------------------------------------------------------------- serialisation
+    def to_list(self) -> list[dict]:
+        return [{"mechanism": m.to_dict(), "count": k} for m, k in self._counts.items()]
+
+    @classmethod
+    def from_list(cls, data: list) -> Ledger:
+        from mechanisms.registry import from_dict
+
+        if not isinstance(data, list):
+            raise ValueError("ledger must be a list of {'mechanism', 'count'} entries")
+        out = cls()
+        for i, entry in enumerate(data):
+            if not isinstance(entry, dict) or set(entry) != {"mechanism", "count"}:
+                raise ValueError(f"ledger entry {i} must have keys 'mechanism' and 'count'")
+            out.add(from_dict(entry["mechanism"]), V.integer(f"ledger[{i}].count", entry["count"], low=0))
+        return out
+
+    def summary(self) -> list[str]:
+        return [f"{k} x {m.describe()}" for m, k in self._counts.items()]
+
+    def __repr__(self) -> str:
+        return f"Ledger({'; '.join(self.summary()) or 'empty'})"

@@ -1,0 +1,313 @@
+"""The user-facing accountant: compose mechanisms symbolically, certify (epsilon, delta) on demand."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from conversions import contour, gaussian_dp, rdp_to_dp
+from mechanisms import _validate as V
+from mechanisms.base import RELATIONS, Mechanism
+
+from .certificate import Certificate
+from .ledger import Ledger
+from .state import atomic_write_text, dump_state, load_state
+
+METHODS = ("auto", "cf", "rdp", "rdp_classic", "exact")
+
+
+class BudgetExceeded(RuntimeError):
+    """Raised when a composition would exceed the accountant's privacy budget (nothing is recorded)."""
+
+
+@dataclass(frozen=True)
+class PrivacyBudget:
+    """A target (epsilon, delta): a filter that refuses any composition that would exceed it.
+
+    The check uses the certified epsilon (an upper bound), so an accepted composition is guaranteed
+    to be (epsilon, delta)-DP.
+    """
+
+    epsilon: float
+    delta: float
+
+    def __post_init__(self):
+        object.__setattr__(self, "epsilon", V.real("budget epsilon", self.epsilon, low=0.0))
+        object.__setattr__(self, "delta", V.delta(self.delta, "budget delta"))
+
+
+@dataclass(frozen=True)
+class _Route:
+    value: float  # certified upper bound of the queried quantity
+    lower: float | None  # lower bound on the true value (None if unknown)
+    estimate: float
+    bound: str
+    details: dict = field(default_factory=dict)
+
+
+class PrivacyAccountant:
+    """Symbolic privacy ledger with certified conversions.
+
+    Parameters
+    ----------
+    relation : {"add_remove", "replace_one"}
+        Neighbouring relation; every mechanism's parameters (sensitivities) are read under it.
+    rtol : float
+        Target relative accuracy of the numerical (characteristic-function) route.
+    budget : PrivacyBudget, optional
+        If given, ``compose``/``step`` raise :class:`BudgetExceeded` instead of recording a
+        composition whose certified epsilon at ``budget.delta`` would exceed ``budget.epsilon``.
+
+    Examples
+    --------
+    >>> from mechanisms import Gaussian
+    >>> acct = PrivacyAccountant()
+    >>> acct.compose(Gaussian(sigma=2.0), times=100)
+    PrivacyAccountant(relation='add_remove', ledger=[100 x gaussian(sigma=2, sensitivity=1)])
+    >>> round(acct.epsilon(1e-5), 4)
+    33.1037
+    """
+
+    def __init__(self, relation: str = "add_remove", rtol: float = contour.DEFAULT_RTOL,
+                 budget: PrivacyBudget | None = None):
+        if relation not in RELATIONS:
+            raise ValueError(f"relation must be one of {RELATIONS}, got {relation!r}")
+        self.relation = relation
+        self.rtol = V.real("rtol", rtol, low=1e-14, high=1e-2)
+        if budget is not None and not isinstance(budget, PrivacyBudget):
+            raise TypeError("budget must be a PrivacyBudget")
+        self.budget = budget
+        self._ledger = Ledger()
+        self._pld_cache: dict[str, contour.ComposedPLD] = {}
+        self._last_step: tuple | None = None
+
+    # ------------------------------------------------------------------ composition
+    @property
+    def ledger(self) -> Ledger:
+        """A copy of the symbolic ledger."""
+        return self._ledger.copy()
+
+    def compose(self, mechanism: Mechanism, times: int = 1) -> PrivacyAccountant:
+        """Record ``times`` uses of ``mechanism`` (O(1); nothing is evaluated).
+
+        Raises :class:`BudgetExceeded` (recording nothing) if a budget is set and would be exceeded.
+        """
+        if not isinstance(mechanism, Mechanism):
+            raise TypeError(f"mechanism must be a mechanisms.Mechanism, got {type(mechanism).__name__}")
+        times = V.integer("times", times, low=0)
+        if self.relation not in mechanism.relations:
+            raise ValueError(f"{mechanism.describe()} is not defined under the {self.relation!r} relation "
+                             f"(supported: {mechanism.relations})")
+        if self.budget is not None and times:
+            trial = self._copy_with(mechanism, times)
+            eps = trial.epsilon(self.budget.delta)
+            if eps > self.budget.epsilon:
+                raise BudgetExceeded(
+                    f"composing {times} x {mechanism.describe()} would give epsilon {eps:.6g} > budget "
+                    f"{self.budget.epsilon:.6g} at delta {self.budget.delta:.3g}; nothing recorded")
+        self._ledger.add(mechanism, times)
+        self._pld_cache.clear()
+        self._last_step = None
+        return self
+
+    def _copy_with(self, mechanism: Mechanism, times: int) -> PrivacyAccountant:
+        trial = PrivacyAccountant(self.relation, self.rtol)
+        trial._ledger = self._ledger.copy()
+        trial._ledger.add(mechanism, times)
+        return trial
+
+    def step(self, sigma: float | None = None, sample_rate: float | None = None, steps: int = 1, *,
+             noise_multiplier: float | None = None, sensitivity: float = 1.0) -> PrivacyAccountant:
+        """Record ``steps`` DP-SGD steps: Poisson-subsampled Gaussian with noise multiplier ``sigma``.
+
+        O(1) per call: repeated calls with the same (sigma, sample_rate) only increment a counter.
+        ``noise_multiplier`` is accepted as an alias of ``sigma`` (Opacus naming).
+        """
+        if noise_multiplier is not None:
+            if sigma is not None and sigma != noise_multiplier:
+                raise ValueError("give either sigma or noise_multiplier, not both")
+            sigma = noise_multiplier
+        if sigma is None or sample_rate is None:
+            raise TypeError("step() needs sigma (or noise_multiplier) and sample_rate")
+        key = (sigma, sample_rate, sensitivity)
+        if self._last_step is not None and self._last_step[0] == key and self.budget is None:
+            if isinstance(steps, int) and not isinstance(steps, bool) and steps >= 0:
+                mech = self._last_step[1]
+                self._ledger._counts[mech] += steps
+                if steps:
+                    self._pld_cache.clear()
+                return self
+        from mechanisms.subsampled import SubsampledGaussian
+
+        mech = SubsampledGaussian(sigma=sigma, sample_rate=sample_rate, sensitivity=sensitivity)
+        self.compose(mech, steps)
+        if steps and mech in self._ledger._counts:
+            self._last_step = (key, mech)
+        return self
+
+    # ------------------------------------------------------------------ curves
+    def rdp(self, alpha) -> np.ndarray:
+        """Composed RDP curve at orders ``alpha`` (> 1)."""
+        return self._ledger.rdp(alpha)
+
+    def _pld(self, direction: str) -> contour.ComposedPLD:
+        if direction not in self._pld_cache:
+            self._pld_cache[direction] = contour.ComposedPLD(self._ledger.items(), direction)
+        return self._pld_cache[direction]
+
+    def _directions(self) -> tuple[str, ...]:
+        return ("remove",) if self._ledger.symmetric else ("remove", "add")
+
+    # ------------------------------------------------------------------ routes for eps(delta)
+    def _valid_methods(self) -> list[str]:
+        out = []
+        if self._ledger.pld_available:
+            out.append("cf")
+        out += ["rdp", "rdp_classic"]
+        if self._ledger.gaussian_mu is not None:
+            out.append("exact")
+        return out
+
+    def _eps_route(self, method: str, delta: float) -> _Route:
+        led = self._ledger
+        if not led:
+            return _Route(0.0, 0.0, 0.0, "exact")
+        if method == "exact":
+            mu = led.gaussian_mu
+            if mu is None:
+                raise ValueError("method='exact' needs a ledger of Gaussian mechanisms only")
+            eps, err = gaussian_dp.gaussian_epsilon(delta, mu)
+            return _Route(eps, max(eps - err, 0.0), eps - err / 2, "exact", {"mu": mu})
+        if method in ("rdp", "rdp_classic"):
+            rule = "improved" if method == "rdp" else "classic"
+            r = rdp_to_dp.eps_from_rdp(led.rdp, delta, pure_eps=led.pure_epsilon,
+                                       inf_mass=led.infinite_loss_mass, rule=rule)
+            return _Route(r.value, None, r.value, "upper bound", {"alpha": r.alpha, "rule": rule})
+        if method == "cf":
+            res = [contour.epsilon_bounds(self._pld(d), delta, self.rtol) for d in self._directions()]
+            worst = max(res, key=lambda r: r.upper)
+            lower = max(r.lower for r in res) if led.tight else None
+            bound = "exact" if worst.details.get("exact") else ("bracketed" if led.tight else "upper bound")
+            det = {"direction": worst.direction, **{k: v for k, v in worst.details.items()
+                                                      if isinstance(v, (int, float, str, bool))}}
+            return _Route(worst.upper, lower, max(r.estimate for r in res), bound, det)
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+
+    def _delta_route(self, method: str, eps: float) -> _Route:
+        led = self._ledger
+        if not led:
+            d = max(0.0, -math.expm1(eps))
+            return _Route(d, d, d, "exact")
+        if method == "exact":
+            mu = led.gaussian_mu
+            if mu is None:
+                raise ValueError("method='exact' needs a ledger of Gaussian mechanisms only")
+            d = gaussian_dp.gaussian_delta(eps, mu)
+            err = d * gaussian_dp.gaussian_error_factor(eps, mu)
+            return _Route(min(1.0, d + err), max(d - err, 0.0), d, "exact", {"mu": mu})
+        if method in ("rdp", "rdp_classic"):
+            rule = "improved" if method == "rdp" else "classic"
+            r = rdp_to_dp.delta_from_rdp(led.rdp, eps, pure_eps=led.pure_epsilon,
+                                         inf_mass=led.infinite_loss_mass, rule=rule)
+            return _Route(r.value, None, r.value, "upper bound", {"alpha": r.alpha, "rule": rule})
+        if method == "cf":
+            res = [contour.delta_bounds(self._pld(d), eps, self.rtol) for d in self._directions()]
+            worst = max(res, key=lambda r: r.upper)
+            lower = max(r.lower for r in res) if led.tight else None
+            bound = "exact" if worst.details.get("exact") else ("bracketed" if led.tight else "upper bound")
+            det = {"direction": worst.direction, **{k: v for k, v in worst.details.items()
+                                                      if isinstance(v, (int, float, str, bool))}}
+            return _Route(worst.upper, lower, max(r.estimate for r in res), bound, det)
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+
+    def _select(self, method: str, fn) -> tuple[str, _Route, dict]:
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        if method != "auto":
+            if method not in self._valid_methods() and self._ledger:
+                raise ValueError(f"method {method!r} is not available for this ledger "
+                                 f"(available: {self._valid_methods()})")
+            return method, fn(method), {}
+        routes = {}
+        for m in self._valid_methods():
+            if m == "rdp_classic":
+                continue  # never better than "rdp"
+            routes[m] = fn(m)
+        if not routes:
+            routes["rdp"] = fn("rdp")
+        best = min(routes, key=lambda m: routes[m].value)
+        lowers = [r.lower for r in routes.values() if r.lower is not None]
+        chosen = routes[best]
+        if lowers:
+            chosen = _Route(chosen.value, max(lowers), chosen.estimate, chosen.bound, chosen.details)
+        return best, chosen, {m: r.value for m, r in routes.items()}
+
+    # ------------------------------------------------------------------ public queries
+    def epsilon(self, delta: float, method: str = "auto") -> float:
+        """Certified epsilon (upper bound) at ``delta`` in (0, 1)."""
+        return self.certificate(delta=delta, method=method).epsilon
+
+    def delta(self, epsilon: float, method: str = "auto") -> float:
+        """Certified delta (upper bound) at ``epsilon`` >= 0."""
+        return self.certificate(epsilon=epsilon, method=method).delta
+
+    def certificate(self, *, delta: float | None = None, epsilon: float | None = None,
+                    method: str = "auto") -> Certificate:
+        """Certificate for eps(``delta``) or delta(``epsilon``) (give exactly one).
+
+        ``method="auto"`` evaluates every valid route and returns the smallest certified bound,
+        naming the winner; the other routes' bounds are listed in ``candidates``.
+        """
+        if (delta is None) == (epsilon is None):
+            raise ValueError("give exactly one of delta= or epsilon=")
+        if delta is not None:
+            delta = V.delta(delta)
+            name, r, cands = self._select(method, lambda m: self._eps_route(m, delta))
+            return Certificate(epsilon=r.value, delta=delta, method=name,
+                               error=max(r.value - r.estimate, 0.0) if math.isfinite(r.value) else math.inf,
+                               lower_bound=r.lower, bound=r.bound, relation=self.relation,
+                               query="epsilon", ledger=tuple(self._ledger.summary()), candidates=cands,
+                               details=r.details)
+        epsilon = V.epsilon(epsilon)
+        name, r, cands = self._select(method, lambda m: self._delta_route(m, epsilon))
+        return Certificate(epsilon=epsilon, delta=r.value, method=name,
+                           error=max(r.value - r.estimate, 0.0), lower_bound=r.lower, bound=r.bound,
+                           relation=self.relation, query="delta", ledger=tuple(self._ledger.summary()),
+                           candidates=cands, details=r.details)
+
+    # ------------------------------------------------------------------ persistence
+    def to_state(self) -> dict:
+        return {"relation": self.relation, "rtol": self.rtol,
+                "budget": None if self.budget is None else {"epsilon": self.budget.epsilon,
+                                                             "delta": self.budget.delta},
+                "ledger": self._ledger.to_list()}
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the state as versioned JSON, atomically (a crash never leaves a partial file)."""
+        atomic_write_text(path, dump_state(self.to_state()))
+
+    @classmethod
+    def from_state(cls, doc: dict) -> PrivacyAccountant:
+        budget = doc.get("budget")
+        if budget is not None:
+            if not isinstance(budget, dict) or set(budget) != {"epsilon", "delta"}:
+                raise ValueError("state 'budget' must be null or {'epsilon', 'delta'}")
+            budget = PrivacyBudget(budget["epsilon"], budget["delta"])
+        acct = cls(relation=doc.get("relation", "add_remove"), rtol=doc.get("rtol", contour.DEFAULT_RTOL),
+                   budget=budget)
+        acct._ledger = Ledger.from_list(doc.get("ledger", []))
+        for m, _ in acct._ledger:
+            if acct.relation not in m.relations:
+                raise ValueError(f"{m.describe()} is not defined under relation {acct.relation!r}")
+        return acct
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> PrivacyAccountant:
+        """Load a state file written by :meth:`save` (``ValueError`` if corrupted or too new)."""
+        return cls.from_state(load_state(path))
+
+    def __repr__(self) -> str:
+        return f"PrivacyAccountant(relation={self.relation!r}, ledger=[{'; '.join(self._ledger.summary())}])"

@@ -1,0 +1,16 @@
+"""Mechanism plug-ins: each a frozen dataclass of parameters with pure, vectorised curve methods.
+
+See :mod:`mechanisms.base` for the contract and :mod:`mechanisms.registry` for plug-in registration.
+"""
+
+from .base import DIRECTIONS, RELATIONS, Mechanism, UnsupportedRoute
+from .gaussian import Gaussian
+from .laplace import Laplace
+from .randomized_response import ApproxDP, PureDP, RandomizedResponse
+from .registry import available, from_dict, get, register
+
+__all__ = [
+    "DIRECTIONS", "RELATIONS", "Mechanism", "UnsupportedRoute",
+    "Gaussian", "Laplace", "RandomizedResponse", "PureDP", "ApproxDP",
+    "available", "from_dict", "get", "register",
+]

@@ -1,0 +1,158 @@
+"""The mechanism contract: what a plug-in must tell the accountant.
+
+A mechanism is a frozen dataclass of its parameters with pure, vectorised methods. It describes its
+privacy cost by *curves*, never by a single (epsilon, delta):
+
+``rdp(alpha)``
+    Renyi-DP curve eps(alpha), an upper bound on D_alpha(M(D) || M(D')) over all neighbouring pairs
+    and *both* orders of the pair, for real alpha > 1 (``+inf`` where no bound exists).  For a
+    mechanism with an infinite-loss mass ``p_inf > 0`` (an (eps, delta) block) the curve is the RDP of
+    the pair conditioned on the complement of that failure event; the accountant then uses
+    ``delta_total = p_inf + (1 - p_inf) * delta_rdp`` (joint convexity of the hockey-stick divergence).
+
+``log_mgf(s, direction)``
+    log M(s) = log E_P[e^{s L}; L < inf] for complex s with 0 <= Re s < ``max_mgf_order``, where
+    L = log(p/q) is the privacy-loss variable of the mechanism's dominating pair (P, Q) for the given
+    direction: ``"remove"`` (P is the output distribution *with* the differing record) or ``"add"``
+    (the swapped pair).  This is the characteristic function at a shifted argument:
+    log phi(t) = log M(i t), and for real s = alpha - 1, log M(s) = (alpha - 1) D_alpha(P || Q).
+    Only mechanisms with ``pld_available = True`` implement it; the others are accounted by RDP only.
+
+``pld_atoms(direction)``
+    The finite atoms (losses, masses) of the P-measure of L.  ``log_mgf`` minus the atoms' MGF is the
+    MGF of an absolutely continuous measure, whose modulus on the line Re s = c is bounded by
+    ``exp(log_continuous_envelope(c, t, direction))`` for all |Im s| >= t (non-increasing in t).  Atoms are
+    treated exactly by the characteristic-function accountant; only the continuous remainder is
+    integrated numerically, so lattice mechanisms (randomized response) are composed exactly.
+
+``infinite_loss_mass``
+    P(q = 0): probability of an infinite privacy loss (delta of an (eps, delta)-DP block, 0 otherwise).
+
+Each subclass declares ``name`` (registry key), ``symmetric`` (the remove and add pairs give the same
+loss distribution), ``tight`` (the dominating pair is attained by some neighbouring datasets, so a
+numerical lower bound on its delta is a lower bound on the mechanism's true privacy profile) and
+``relations`` (neighbouring relations under which its parameters are meaningful).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+
+DIRECTIONS = ("remove", "add")
+RELATIONS = ("add_remove", "replace_one")
+
+
+class UnsupportedRoute(ValueError):
+    """Raised when a mechanism cannot be accounted by the requested route (e.g. no PLD)."""
+
+
+def check_direction(direction: str) -> str:
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+    return direction
+
+
+class Mechanism:
+    """Base class of all mechanisms (subclasses are frozen dataclasses)."""
+
+    name: ClassVar[str] = ""
+    symmetric: ClassVar[bool] = True
+    tight: ClassVar[bool] = True
+    pld_available: ClassVar[bool] = False
+    relations: ClassVar[tuple[str, ...]] = RELATIONS
+
+    # ------------------------------------------------------------------ RDP
+    def rdp(self, alpha) -> np.ndarray:  # pragma: no cover - abstract
+        """RDP curve eps(alpha) for real alpha > 1, worst case over both directions."""
+        raise UnsupportedRoute(f"{type(self).__name__} does not provide an RDP curve")
+
+    @property
+    def pure_epsilon(self) -> float:
+        """The alpha -> inf end of the RDP curve (pure-DP epsilon); ``inf`` if not pure DP."""
+        return math.inf
+
+    @property
+    def infinite_loss_mass(self) -> float:
+        """Probability of infinite privacy loss (0 except for (eps, delta) blocks)."""
+        return 0.0
+
+    # ------------------------------------------------------------------ PLD / characteristic function
+    @property
+    def max_mgf_order(self) -> float:
+        """Supremum of real c with M(c) < inf (``inf`` for bounded or Gaussian-tailed losses)."""
+        return math.inf
+
+    @property
+    def log_mgf_error(self) -> float:
+        """Absolute error bound on the values returned by ``log_mgf`` (0 for closed forms)."""
+        return 0.0
+
+    def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
+        """log E_P[exp(s L); L finite] for complex s with 0 <= Re s < ``max_mgf_order``."""
+        raise UnsupportedRoute(
+            f"{type(self).__name__} has no privacy-loss distribution; use method='rdp'")
+
+    def pld_atoms(self, direction: str = "remove") -> tuple[np.ndarray, np.ndarray]:
+        """Finite atoms (losses, masses) of the P-measure of the privacy loss (default: none)."""
+        return np.empty(0), np.empty(0)
+
+    def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
+        """log of an upper bound on |M(c + i t') - A(c + i t')| for all |t'| >= t (non-increasing in t).
+
+        A is the MGF of the atoms.  The default uses only |M_cont(c + i t')| <= M_cont(c) (no decay),
+        which is valid for any non-negative measure.  ``-inf`` means no continuous part.
+        """
+        logm = float(np.real(self.log_mgf(np.array([complex(c)]), direction)[0]))
+        losses, masses = self.pld_atoms(direction)
+        if not len(losses):
+            return logm
+        log_atoms = float(np.logaddexp.reduce(np.log(masses) + c * losses))
+        if log_atoms >= logm:
+            return -math.inf
+        return logm + math.log(-math.expm1(log_atoms - logm))
+
+    def log_phi(self, t) -> tuple[np.ndarray, np.ndarray]:
+        """Log characteristic functions (remove pair L_{P,Q} under P, add pair L_{Q,P} under Q).
+
+        phi(t) = E[exp(i t L)] restricted to finite losses; ``t`` real array.
+        """
+        s = 1j * np.asarray(t, dtype=float)
+        return self.log_mgf(s, "remove"), self.log_mgf(s, "add")
+
+    # ------------------------------------------------------------------ serialisation
+    def params(self) -> dict[str, Any]:
+        """Constructor parameters as JSON-ready values (nested mechanisms as dicts)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            v = getattr(self, f.name)
+            out[f.name] = v.to_dict() if isinstance(v, Mechanism) else v
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "params": self.params()}
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> Mechanism:
+        """Rebuild from ``params()``; subclasses with nested mechanisms override this."""
+        return cls(**params)  # type: ignore[call-arg]
+
+    def describe(self) -> str:
+        """One-line human summary, e.g. ``gaussian(sigma=2, sensitivity=1)``."""
+        inner = ", ".join(f"{k}={_fmt(v)}" for k, v in self.params().items())
+        return f"{self.name}({inner})"
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if isinstance(v, dict) and "name" in v:
+        return v["name"]
+    return repr(v)
+
+
+def as_complex_array(s) -> np.ndarray:
+    return np.asarray(s, dtype=complex)

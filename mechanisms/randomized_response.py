@@ -1,0 +1,150 @@
+"""Discrete mechanisms: k-ary randomized response, generic pure eps-DP and (eps, delta)-DP blocks.
+
+All three have a lattice privacy-loss distribution (atoms only), so the characteristic-function
+accountant composes them *exactly* by enumerating the atoms (this reproduces the optimal composition
+theorem of Kairouz, Oh & Viswanath 2015 for the (eps, delta) block).
+
+k-ary randomized response with parameter eps reports the true value with probability e^eps / Z and
+each other value with probability 1 / Z, Z = e^eps + k - 1.  For inputs x != x' the privacy loss
+under P = M(x) is +eps (mass e^eps / Z), -eps (mass 1 / Z) and 0 (mass (k - 2) / Z).  The pair is
+symmetric and tight; RDP(alpha) = log M(alpha - 1) / (alpha - 1) exactly (spec 01 R3 for k = 2).
+
+A generic eps-DP mechanism is dominated by binary randomized response with the same eps (Kairouz et
+al. 2015), which is what ``PureDP`` accounts.  A generic (eps, delta)-DP mechanism is dominated by the
+four-point pair of spec 02 section 2.8: infinite loss with mass delta, and (1 - delta) times binary
+randomized response otherwise; ``ApproxDP`` accounts that pair (its ``rdp`` is the conditional curve,
+see ``mechanisms.base``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _validate as V
+from ._numerics import discrete_log_mgf
+from .base import Mechanism, UnsupportedRoute, check_direction
+from .registry import register
+
+
+def _rr_atoms(eps: float, k: int) -> tuple[np.ndarray, np.ndarray]:
+    # masses from a numerically safe normalisation (eps may be large)
+    logz = eps + math.log1p((k - 1) * math.exp(-eps))
+    losses = [eps, -eps]
+    logw = [eps - logz, -logz]
+    if k > 2:
+        losses.append(0.0)
+        logw.append(math.log(k - 2) - logz)
+    if eps == 0.0:  # all losses are 0: a single atom of mass 1
+        return np.array([0.0]), np.array([1.0])
+    return np.array(losses), np.exp(np.array(logw))
+
+
+class _DiscreteMechanism(Mechanism):
+    """Shared implementation for mechanisms whose PLD is a finite set of atoms."""
+
+    pld_available = True
+
+    def _atoms(self) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - abstract
+        raise UnsupportedRoute(f"{type(self).__name__} must define its atoms")
+
+    def _conditional_atoms(self) -> tuple[np.ndarray, np.ndarray]:
+        l, w = self._atoms()
+        return l, w / w.sum()
+
+    def rdp(self, alpha) -> np.ndarray:
+        al = V.alphas(alpha)
+        l, w = self._conditional_atoms()
+        out = np.full(al.shape, self.pure_epsilon)
+        fin = np.isfinite(al)
+        s = al[fin] - 1.0
+        val = np.real(discrete_log_mgf(s.astype(complex), l, w)) / s
+        out[fin] = np.clip(val, 0.0, self.pure_epsilon)
+        return out
+
+    def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
+        check_direction(direction)
+        l, w = self._atoms()
+        return discrete_log_mgf(s, l, w)
+
+    def pld_atoms(self, direction: str = "remove") -> tuple[np.ndarray, np.ndarray]:
+        check_direction(direction)
+        return self._atoms()
+
+    def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
+        return -math.inf
+
+
+@register
+@dataclass(frozen=True)
+class RandomizedResponse(_DiscreteMechanism):
+    """k-ary randomized response (``k`` >= 2 categories) with privacy parameter ``epsilon`` >= 0."""
+
+    epsilon: float
+    k: int = 2
+
+    name = "randomized_response"
+
+    def __post_init__(self):
+        object.__setattr__(self, "epsilon", V.real("epsilon", self.epsilon, low=0.0))
+        object.__setattr__(self, "k", V.integer("k", self.k, low=2))
+
+    @property
+    def pure_epsilon(self) -> float:
+        return self.epsilon
+
+    def _atoms(self):
+        return _rr_atoms(self.epsilon, self.k)
+
+
+@register
+@dataclass(frozen=True)
+class PureDP(_DiscreteMechanism):
+    """Any ``epsilon``-DP mechanism, accounted by its worst case (binary randomized response)."""
+
+    epsilon: float
+
+    name = "pure_dp"
+
+    def __post_init__(self):
+        object.__setattr__(self, "epsilon", V.real("epsilon", self.epsilon, low=0.0))
+
+    @property
+    def pure_epsilon(self) -> float:
+        return self.epsilon
+
+    def _atoms(self):
+        return _rr_atoms(self.epsilon, 2)
+
+
+@register
+@dataclass(frozen=True)
+class ApproxDP(_DiscreteMechanism):
+    """Any (``epsilon``, ``delta``)-DP mechanism, accounted by the four-point dominating pair.
+
+    ``delta`` must lie in [0, 1); it is the infinite-loss mass of the pair.
+    """
+
+    epsilon: float
+    delta: float
+
+    name = "approx_dp"
+
+    def __post_init__(self):
+        object.__setattr__(self, "epsilon", V.real("epsilon", self.epsilon, low=0.0))
+        object.__setattr__(self, "delta", V.real("delta", self.delta, low=0.0, high=1.0, high_open=True))
+
+    @property
+    def pure_epsilon(self) -> float:
+        # alpha -> inf end of the *conditional* curve (the failure mass is infinite_loss_mass)
+        return self.epsilon
+
+    @property
+    def infinite_loss_mass(self) -> float:
+        return self.delta
+
+    def _atoms(self):
+        l, w = _rr_atoms(self.epsilon, 2)
+        return l, w * (1.0 - self.delta)
