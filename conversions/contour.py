@@ -118,6 +118,7 @@ class ComposedPLD:
         self.p_inf = -math.expm1(self.log_keep)
         self.mgf_err = sum(k * m.log_mgf_error for m, k in self.entries)
         self.max_order = min([m.max_mgf_order for m, _ in self.entries], default=math.inf)
+        self._env_cache: dict = {}  # per-line envelope functions of this composition (query-local)
         # atoms of each mechanism and of the composition
         self._atoms_j = []
         all_atomic = True
@@ -172,6 +173,13 @@ class ComposedPLD:
             tot += k * discrete_log_mgf(s, l, w)
         return tot
 
+    def _env_fn(self, m: Mechanism, c: float):
+        key = (id(m), c)
+        fn = self._env_cache.get(key)
+        if fn is None:
+            fn = self._env_cache[key] = m.log_envelope_fn(c, self.direction)
+        return fn
+
     def log_env_r(self, c: float, t: float) -> float:
         """log of a bound on |M_R(c + it')| for all |t'| >= t (non-increasing in t).
 
@@ -182,7 +190,7 @@ class ComposedPLD:
         la = 0.0 if self.has_atoms else -math.inf
         for (l, w), (m, k) in zip(self._atoms_j, self.entries, strict=True):
             log_a = float(np.logaddexp.reduce(np.log(w) + c * l)) if len(l) else -math.inf
-            log_env = m.log_continuous_envelope(c, t, self.direction)
+            log_env = self._env_fn(m, c)(t)
             tot = np.logaddexp(log_a, log_env)
             if tot == -math.inf:
                 return -math.inf

@@ -8,9 +8,11 @@ from .gaussian import Gaussian
 from .laplace import Laplace
 from .randomized_response import ApproxDP, PureDP, RandomizedResponse
 from .registry import available, from_dict, get, register
+from .subsampled import PoissonSubsampled, SubsampledGaussian
 
 __all__ = [
     "DIRECTIONS", "RELATIONS", "Mechanism", "UnsupportedRoute",
     "Gaussian", "Laplace", "RandomizedResponse", "PureDP", "ApproxDP",
+    "SubsampledGaussian", "PoissonSubsampled",
     "available", "from_dict", "get", "register",
 ]

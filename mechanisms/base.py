@@ -63,6 +63,7 @@ class Mechanism:
     symmetric: ClassVar[bool] = True
     tight: ClassVar[bool] = True
     pld_available: ClassVar[bool] = False
+    poisson_tight: ClassVar[bool] = False  # Poisson-subsampled RDP equals the tight L(alpha) (spec 01 R7)
     relations: ClassVar[tuple[str, ...]] = RELATIONS
 
     # ------------------------------------------------------------------ RDP
@@ -114,6 +115,10 @@ class Mechanism:
         if log_atoms >= logm:
             return -math.inf
         return logm + math.log(-math.expm1(log_atoms - logm))
+
+    def log_envelope_fn(self, c: float, direction: str = "remove"):
+        """``t -> log_continuous_envelope(c, t, direction)``; override to precompute per-line constants."""
+        return lambda t: self.log_continuous_envelope(c, t, direction)
 
     def log_phi(self, t) -> tuple[np.ndarray, np.ndarray]:
         """Log characteristic functions (remove pair L_{P,Q} under P, add pair L_{Q,P} under Q).

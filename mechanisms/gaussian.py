@@ -43,6 +43,7 @@ class Gaussian(Mechanism):
 
     name = "gaussian"
     pld_available = True
+    poisson_tight = True
 
     def __post_init__(self):
         object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))

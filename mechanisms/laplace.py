@@ -60,6 +60,7 @@ class Laplace(Mechanism):
 
     name = "laplace"
     pld_available = True
+    poisson_tight = True
 
     def __post_init__(self):
         object.__setattr__(self, "scale", V.positive("scale", self.scale))
