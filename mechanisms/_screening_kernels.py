@@ -1,0 +1,475 @@
+"""numba kernels for Bernoulli Renyi divergences, log Phi and Poisson-subsampled binomial sums.
+
+Used by :mod:`mechanisms.screening` (noisy screening, spec 03 T1 and section 4.2) and
+:mod:`mechanisms.gnmax` (Poisson-subsampled Gaussian, spec 03 T4 / spec 01 R7).
+
+Numerical design (spec 03 section 3 "numerically stable evaluation", P19):
+
+* ``log_ndtr`` is a jit-able log Phi(z) with full relative accuracy on the whole real line: the
+  complementary error function where it is representable and the asymptotic series
+  log Phi(z) = -z^2/2 - log(-z) - log(2 pi)/2 + log(1 - 1/z^2 + 3/z^4 - ...) for z <= -37, where
+  erfc underflows.  log(1 - Phi(z)) is always computed as log Phi(-z), never as log1p(-Phi(z)).
+* The binary Renyi divergence of order alpha = 1 + beta,
+      (alpha - 1) D_alpha(Bern(p) || Bern(q)) = log(1 + s),
+  is evaluated through the identity (derived here; each term is a non-negative number, so no
+  cancellation happens anywhere, for every alpha > 1 including alpha -> 1):
+      s = sum over the two atoms (a, b) in {(p, q), (1 - p, 1 - q)} of
+          a * [ expm1mx(beta * r) + beta * expm1mx(-r) ],   r = log(a / b),
+  where expm1mx(y) = e^y - 1 - y >= 0.  (Proof: with a = b(1 + u), the atom contributes
+  b[(1 + u)^alpha - 1 - alpha u]; the linear terms of the two atoms cancel exactly because
+  p - q = -((1 - p) - (1 - q)); expanding (1 + u)^alpha = e^{alpha r} gives the bracket.)
+  This replaces the expm1/log1p recipe of spec 03 section 3 (which still cancels at first order,
+  losing digits when the log-ratios are tiny) by an expression that has full relative accuracy.
+* Binomial sums of the Poisson-subsampling theorems are evaluated as A - 1 = sum_{l >= 2} w_l
+  expm1((l - 1) eps(l)) (all terms non-negative, spec 01 5.2.2 "expm1 form"), then log1p.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+_SQRT1_2 = 0.7071067811865476
+_HALF_LOG_2PI = 0.9189385332046728
+_LOG2 = 0.6931471805599453
+_INF = math.inf
+
+
+@njit(cache=True)
+def log_ndtr(z: float) -> float:
+    """log Phi(z) for real z (standard normal CDF), full relative accuracy; -inf at z = -inf."""
+    if z != z:
+        return z
+    if z >= 0.0:
+        return math.log1p(-0.5 * math.erfc(z * _SQRT1_2))
+    if z > -37.0:
+        return math.log(0.5 * math.erfc(-z * _SQRT1_2))
+    if z == -_INF:
+        return -_INF
+    # asymptotic series: Phi(z) = phi(z)/(-z) * (1 - 1/z^2 + 3/z^4 - 15/z^6 + ...); |z| >= 37, so
+    # 12 terms leave a truncation error below 1e-30 relative.
+    x = 1.0 / (z * z)
+    term = 1.0
+    acc = 1.0
+    for n in range(1, 13):
+        term *= -(2 * n - 1) * x
+        acc += term
+    return -0.5 * z * z - math.log(-z) - _HALF_LOG_2PI + math.log(acc)
+
+
+@njit(cache=True)
+def log_ndtr_array(z: np.ndarray) -> np.ndarray:
+    out = np.empty(z.shape[0])
+    for i in range(z.shape[0]):
+        out[i] = log_ndtr(z[i])
+    return out
+
+
+@njit(cache=True)
+def log_expm1mx(y: float) -> float:
+    """log(e^y - 1 - y) for real y (-inf at y = 0), full relative accuracy."""
+    if y == 0.0:
+        return -_INF
+    if y == _INF or y == -_INF:
+        return _INF
+    ay = abs(y)
+    if ay < 0.1:
+        # e^y - 1 - y = (y^2/2) * sum_{n>=0} 2 y^n / (n+2)!
+        s = 0.0
+        c = 2.0 / 3628800.0  # 2/10!
+        for n in range(8, 0, -1):
+            s = (s + c) * y
+            c *= (n + 2)
+        s += 1.0
+        return 2.0 * math.log(ay) - _LOG2 + math.log(s)
+    if y > 30.0:
+        return y + math.log1p(-(1.0 + y) * math.exp(-y))
+    return math.log(math.expm1(y) - y)
+
+
+@njit(cache=True)
+def _logaddexp(a: float, b: float) -> float:
+    if a == -_INF:
+        return b
+    if b == -_INF:
+        return a
+    if a > b:
+        return a + math.log1p(math.exp(b - a))
+    return b + math.log1p(math.exp(a - b))
+
+
+@njit(cache=True)
+def _log1p_exp(x: float) -> float:
+    """log(1 + e^x)."""
+    if x < 0.0:
+        return math.log1p(math.exp(x))
+    return x + math.log1p(math.exp(-x))
+
+
+@njit(cache=True)
+def atom_const(la: float, lb: float) -> float:
+    """alpha-independent part log(a * expm1mx(-r)), r = la - lb, of one atom's term (see module doc)."""
+    if la == -_INF:
+        return -_INF
+    return la + log_expm1mx(-(la - lb))
+
+
+@njit(cache=True)
+def atom_log_term(beta: float, logbeta: float, la: float, lb: float, cst: float) -> float:
+    """log of a * [expm1mx(beta r) + beta expm1mx(-r)] (r = la - lb); +inf if b = 0 < a."""
+    if la == -_INF:
+        # a = 0: the atom contributes b * beta
+        return logbeta + lb
+    if lb == -_INF:
+        return _INF
+    r = la - lb
+    if r == 0.0:
+        return -_INF
+    return _logaddexp(la + log_expm1mx(beta * r), logbeta + cst)
+
+
+@njit(cache=True)
+def binary_rdp(beta: float, lp: float, lpb: float, lq: float, lqb: float,
+               cp: float, cpb: float) -> float:
+    """D_{1+beta}(Bern(p) || Bern(q)) from logs of p, 1-p, q, 1-q and the atom constants.
+
+    ``beta = alpha - 1`` in (0, inf); ``beta = inf`` gives the max-divergence.
+    """
+    if beta == _INF:
+        v = -_INF
+        if lp > -_INF:
+            v = lp - lq
+        if lpb > -_INF:
+            v = max(v, lpb - lqb)
+        return max(v, 0.0)
+    logbeta = math.log(beta)
+    t1 = atom_log_term(beta, logbeta, lp, lq, cp)
+    t2 = atom_log_term(beta, logbeta, lpb, lqb, cpb)
+    ls = _logaddexp(t1, t2)
+    if ls == _INF:
+        return _INF
+    if ls == -_INF:
+        return 0.0
+    return _log1p_exp(ls) / beta
+
+
+@njit(cache=True)
+def expm1mx(y: float) -> float:
+    """e^y - 1 - y >= 0 in linear space (series for |y| < 0.1, full relative accuracy)."""
+    if abs(y) < 0.1:
+        s = 0.0
+        c = 2.0 / 3628800.0
+        for n in range(8, 0, -1):
+            s = (s + c) * y
+            c *= (n + 2)
+        return 0.5 * y * y * (s + 1.0)
+    if y < -700.0:
+        return -1.0 - y
+    return math.expm1(y) - y
+
+
+_LIN_FLOOR = -300.0  # atoms with log-mass below this are evaluated in log space
+
+
+@njit(cache=True)
+def max_binary_rdp(alpha: np.ndarray, lp: np.ndarray, lpb: np.ndarray, lq: np.ndarray,
+                   lqb: np.ndarray) -> np.ndarray:
+    """max over pairs j of D_alpha(Bern(p_j) || Bern(q_j)) for every alpha (O(#pairs) per order).
+
+    Per pair, s = sum_atoms a [expm1mx(beta r) + beta expm1mx(-r)] (module doc) is evaluated in
+    linear space when all four masses exceed e^-300 and beta r < 700 (no overflow or underflow is
+    then possible), otherwise in log space by :func:`binary_rdp`.
+
+    Exact evaluation is skipped for a pair whose rigorous upper bound cannot beat the best value
+    found so far.  With K_j(beta) = beta D_{1+beta} = log E_P[e^{beta L}] (L the privacy loss, taking
+    the two values r1 = log(p/q), r2 = log((1-p)/(1-q))), Hoeffding's lemma under the tilted law at
+    an anchor beta0 <= beta gives
+        K_j(beta) <= K_j(beta0) + (beta - beta0) K_j'(beta0) + (beta - beta0)^2 (r1 - r2)^2 / 8,
+    with K_j(0) = 0, K_j'(0) = KL_j as the initial anchor and every exact evaluation re-anchoring the
+    pair (orders are visited in ascending order); D_inf,j bounds every order.  The search starts
+    from the previous order's maximiser.  The result equals a full scan's maximum (tested against
+    :func:`max_binary_rdp_full`).
+    """
+    npair = lp.shape[0]
+    cp = np.empty(npair)
+    cpb = np.empty(npair)
+    kl = np.empty(npair)
+    hoef = np.empty(npair)
+    dinf = np.empty(npair)
+    lin = np.empty(npair, dtype=np.bool_)
+    pp = np.empty(npair)
+    ppb = np.empty(npair)
+    r1s = np.empty(npair)
+    r2s = np.empty(npair)
+    e12 = np.empty(npair)
+    for j in range(npair):
+        dinf[j] = binary_rdp(_INF, lp[j], lpb[j], lq[j], lqb[j], 0.0, 0.0)
+        lin[j] = min(min(lp[j], lpb[j]), min(lq[j], lqb[j])) > _LIN_FLOOR
+        if lin[j]:
+            r1 = lp[j] - lq[j]
+            r2 = lpb[j] - lqb[j]
+            hoef[j] = (r1 - r2) * (r1 - r2) / 8.0
+            pp[j] = math.exp(lp[j])
+            ppb[j] = math.exp(lpb[j])
+            r1s[j] = r1
+            r2s[j] = r2
+            e12[j] = pp[j] * expm1mx(-r1) + ppb[j] * expm1mx(-r2)  # = KL (module doc)
+            kl[j] = e12[j]
+            cp[j] = 0.0  # log-space constants are only needed if the linear path overflows
+            cpb[j] = 0.0
+        else:
+            cp[j] = atom_const(lp[j], lq[j])
+            cpb[j] = atom_const(lpb[j], lqb[j])
+            kl[j] = _kl_atom(lp[j], lq[j]) + _kl_atom(lpb[j], lqb[j])
+            hoef[j] = _INF
+            if lp[j] > -_INF and lpb[j] > -_INF:
+                r1 = lp[j] - lq[j]
+                r2 = lpb[j] - lqb[j]
+                hoef[j] = (r1 - r2) * (r1 - r2) / 8.0
+            elif lp[j] == -_INF or lpb[j] == -_INF:
+                hoef[j] = 0.0  # one-point law under P: the loss is constant
+    # blocks of pairs with a common (anchor-free) bound, so that far-away blocks are skipped at once:
+    # max_j D_j(beta) <= min(max_j D_inf,j, max_j KL_j + beta max_j H_j)
+    bs = 32
+    nblk = (npair + bs - 1) // bs
+    bdinf = np.zeros(nblk)
+    bkl = np.zeros(nblk)
+    bhoef = np.zeros(nblk)
+    for j in range(npair):
+        b = j // bs
+        bdinf[b] = max(bdinf[b], dinf[j])
+        bkl[b] = max(bkl[b], kl[j])
+        bhoef[b] = max(bhoef[b], hoef[j])
+    # anchors for the local Hoeffding bound (orders are processed in ascending order):
+    # K_j(b) <= K_j(b0) + (b - b0) K_j'(b0) + (b - b0)^2 H_j for b >= b0, K = beta * D.
+    anc_b = np.zeros(npair)
+    anc_k = np.zeros(npair)
+    anc_g = kl.copy()
+    order = np.argsort(alpha)
+    out = np.empty(alpha.shape[0])
+    jstart = 0
+    for ii in range(alpha.shape[0]):
+        i = order[ii]
+        beta = alpha[i] - 1.0
+        best = -1.0
+        jbest = jstart
+        jj = -1
+        while jj < npair:
+            jj += 1
+            if jj == 0:
+                j = jstart
+            else:
+                j = jj - 1
+                if j % bs == 0:
+                    b = j // bs
+                    ubb = bdinf[b]
+                    if beta < _INF:
+                        hb = bkl[b] + beta * bhoef[b]
+                        if hb < ubb:
+                            ubb = hb
+                    if ubb * (1.0 + 1e-9) + 1e-300 <= best:
+                        jj += bs - 1  # skip the whole block (the loop adds the final 1)
+                        continue
+                if j == jstart:
+                    continue
+                ub = dinf[j]
+                if beta < _INF:
+                    db = beta - anc_b[j]
+                    h = (anc_k[j] + db * anc_g[j] + db * db * hoef[j]) / beta
+                    if h < ub:
+                        ub = h
+                if ub * (1.0 + 1e-9) + 1e-300 <= best:
+                    continue
+            v = -1.0
+            if lin[j] and beta < _INF:
+                x1 = beta * r1s[j]
+                x2 = beta * r2s[j]
+                if x1 < 700.0 and x2 < 700.0:
+                    m1 = expm1mx(x1)
+                    m2 = expm1mx(x2)
+                    sv = pp[j] * m1 + ppb[j] * m2 + beta * e12[j]
+                    if sv < 1e300:
+                        kv = math.log1p(sv)
+                        v = kv / beta
+                        w1 = pp[j] * (m1 + 1.0 + x1)
+                        w2 = ppb[j] * (m2 + 1.0 + x2)
+                        g = (w1 * r1s[j] + w2 * r2s[j]) / (w1 + w2)
+                        anc_b[j] = beta
+                        anc_k[j] = kv
+                        anc_g[j] = g + 1e-12 * (abs(r1s[j]) + abs(r2s[j]))
+            if v < 0.0:
+                if jj > 0 and beta < _INF and lp[j] > -_INF and lpb[j] > -_INF and lq[j] > -_INF:
+                    # cheap log-space bound K <= logaddexp(lp + beta r1, lpb + beta r2) + float margin
+                    r1 = lp[j] - lq[j]
+                    r2 = lpb[j] - lqb[j]
+                    ka = _logaddexp(lp[j] + beta * r1, lpb[j] + beta * r2)
+                    marg = 1e-13 * (abs(lp[j]) + abs(lpb[j]) + abs(lq[j]) + abs(lqb[j])
+                                    + beta * (abs(r1) + abs(r2))) + 1e-300
+                    if (ka + marg) / beta * (1.0 + 1e-9) <= best:
+                        continue
+                if lin[j]:
+                    v = binary_rdp(beta, lp[j], lpb[j], lq[j], lqb[j], atom_const(lp[j], lq[j]),
+                                   atom_const(lpb[j], lqb[j]))
+                else:
+                    v = binary_rdp(beta, lp[j], lpb[j], lq[j], lqb[j], cp[j], cpb[j])
+            if v > best:
+                best = v
+                jbest = j
+        out[i] = max(best, 0.0)
+        jstart = jbest
+    return out
+
+
+@njit(cache=True)
+def max_binary_rdp_full(alpha: np.ndarray, lp: np.ndarray, lpb: np.ndarray, lq: np.ndarray,
+                        lqb: np.ndarray) -> np.ndarray:
+    """Same as :func:`max_binary_rdp` by a full scan (no pruning); used to test the pruning."""
+    npair = lp.shape[0]
+    out = np.empty(alpha.shape[0])
+    for i in range(alpha.shape[0]):
+        beta = alpha[i] - 1.0
+        best = 0.0
+        for j in range(npair):
+            v = binary_rdp(beta, lp[j], lpb[j], lq[j], lqb[j], atom_const(lp[j], lq[j]),
+                           atom_const(lpb[j], lqb[j]))
+            if v > best:
+                best = v
+        out[i] = best
+    return out
+
+
+@njit(cache=True)
+def mixture_pairs(lp: np.ndarray, lpb: np.ndarray, lq: np.ndarray, lqb: np.ndarray, gamma: float):
+    """logs of p' = (1-gamma) q + gamma p and 1 - p' (stable log-ratio form, see log_mix_ratio)."""
+    n = lp.shape[0]
+    lm = np.empty(n)
+    lmb = np.empty(n)
+    lg = math.log(gamma)
+    l1g = math.log1p(-gamma) if gamma < 1.0 else -_INF
+    for i in range(n):
+        r1 = lp[i] - lq[i] if lp[i] > -_INF else -_INF
+        r2 = lpb[i] - lqb[i] if lpb[i] > -_INF else -_INF
+        lm[i] = lq[i] + log_mix_ratio(r1, lg, l1g, gamma)
+        lmb[i] = lqb[i] + log_mix_ratio(r2, lg, l1g, gamma)
+    return lm, lmb
+
+
+@njit(cache=True)
+def max_binary_kl(lp: np.ndarray, lpb: np.ndarray, lq: np.ndarray, lqb: np.ndarray) -> float:
+    """max over pairs of KL(Bern(p) || Bern(q)) = alpha -> 1 limit, via the same non-negative terms.
+
+    KL = sum over atoms of a * expm1mx(-r) ... written as b * [(1+u) log(1+u) - u] >= 0.
+    """
+    best = 0.0
+    for j in range(lp.shape[0]):
+        t1 = _kl_atom(lp[j], lq[j])
+        t2 = _kl_atom(lpb[j], lqb[j])
+        tot = t1 + t2
+        if tot > best:
+            best = tot
+    return best
+
+
+@njit(cache=True)
+def _kl_atom(la: float, lb: float) -> float:
+    """a log(a/b) - a + b = a expm1mx(-r) >= 0 (one atom of the KL divergence)."""
+    if la == -_INF:
+        return math.exp(lb)
+    if lb == -_INF:
+        return _INF
+    r = la - lb
+    if r == 0.0:
+        return 0.0
+    return math.exp(la + log_expm1mx(-r))
+
+
+@njit(cache=True)
+def log_mix_ratio(r: float, loggamma: float, log1mgamma: float, gamma: float) -> float:
+    """log((1 - gamma) + gamma e^r): log-ratio of the mixture (1-gamma) q + gamma p to q (r = log p/q)."""
+    if r == -_INF:
+        return log1mgamma
+    if r <= 1.0:
+        return math.log1p(gamma * math.expm1(r))
+    return _logaddexp(log1mgamma, loggamma + r)
+
+
+# --------------------------------------------------------------------------- Poisson subsampling sums
+@njit(cache=True)
+def log_expm1(x: float) -> float:
+    """log(e^x - 1) for x > 0 (-inf at 0)."""
+    if x <= 0.0:
+        return -_INF
+    if x > 30.0:
+        return x + math.log1p(-math.exp(-x))
+    return math.log(math.expm1(x))
+
+
+@njit(cache=True)
+def subsampled_cgf_int(orders: np.ndarray, gamma: float, log_em1: np.ndarray, general: bool) -> np.ndarray:
+    """Poisson-subsampled CGF K(a) = (a-1) eps_sub(a) at the integer orders ``orders`` (each >= 2).
+
+    ``log_em1[l]`` = log expm1((l - 1) eps(l)) of the base mechanism for l = 2..max(orders)
+    (entries 0, 1 unused).  Tight form (spec 01 R6/R7, thesis Thm 2.3.2/2.3.4):
+        A(a) - 1 = sum_{l=2..a} C(a, l) (1-gamma)^{a-l} gamma^l expm1((l-1) eps(l)),
+    a sum of non-negative terms (the l = 0, 1 terms of the binomial identity cancel exactly), and
+    K(a) = log1p(A(a) - 1).  General form (``general=True``, spec 01 R5, thesis Thm 2.3.1): the
+    l >= 3 terms use 3 e^{(l-1) eps(l)} - 1 = 2 + 3 expm1(...) instead.  Cost: sum of the orders.
+    """
+    nord = orders.shape[0]
+    out = np.zeros(nord)
+    if gamma <= 0.0 or nord == 0:
+        return out
+    amax = 2
+    for i in range(nord):
+        if orders[i] > amax:
+            amax = orders[i]
+    lg = math.log(gamma)
+    l1g = math.log1p(-gamma) if gamma < 1.0 else -_INF
+    logint = np.zeros(amax + 2)
+    for i in range(1, amax + 2):
+        logint[i] = math.log(i)
+    buf = np.empty(amax + 1)
+    log2 = math.log(2.0)
+    log3 = math.log(3.0)
+    for i in range(nord):
+        a = orders[i]
+        logc = logint[a] + logint[a - 1] - log2  # log C(a, 2)
+        m = -_INF
+        nb = 0
+        for ll in range(2, a + 1):
+            if ll > 2:
+                logc += logint[a - ll + 1] - logint[ll]
+            if a - ll > 0:
+                lw = logc + (a - ll) * l1g + ll * lg
+            else:
+                lw = logc + ll * lg
+            if general and ll >= 3:
+                v = lw + _logaddexp(log2, log3 + log_em1[ll])
+            else:
+                v = lw + log_em1[ll]
+            buf[nb] = v
+            nb += 1
+            if v > m:
+                m = v
+        if m == -_INF:
+            out[i] = 0.0
+            continue
+        if m == _INF:
+            out[i] = _INF
+            continue
+        acc = 0.0
+        for j in range(nb):
+            acc += math.exp(buf[j] - m)
+        out[i] = _log1p_exp(m + math.log(acc))
+    return out
+
+
+@njit(cache=True)
+def gaussian_log_em1(amax: int, c: float) -> np.ndarray:
+    """log expm1((l-1) eps(l)) for the Gaussian eps(l) = c l, l = 0..amax."""
+    out = np.full(amax + 1, -_INF)
+    for ll in range(2, amax + 1):
+        out[ll] = log_expm1((ll - 1.0) * ll * c)
+    return out

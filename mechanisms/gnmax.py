@@ -1,0 +1,185 @@
+"""Gaussian noisy argmax (GNMax) and its Poisson-subsampled form: data-independent plug-ins (spec 03).
+
+GNMax (spec 03 section 2.3, T2; Papernot et al. 2018) releases argmax_j (n_j + N(0, sigma^2)) for a
+vote histogram n whose L2 sensitivity is Delta (Delta = sqrt(2) when one neighbour is swapped for
+another of a different class, spec 03 section 1.3; Delta = 1 when a vote is only added).
+
+* RDP (upper bound, both directions, both relations as long as Delta bounds the L2 change):
+      eps(alpha) = alpha Delta^2 / (2 sigma^2),
+  the Gaussian mechanism's curve; argmax is post-processing, so the bound is generally not attained
+  (``tight = False``).  The Gaussian pair N(Delta, sigma^2) vs N(0, sigma^2) dominates GNMax, so its
+  log-MGF is a valid (pessimistic) characteristic-function representation.
+* Poisson-subsampled GNMax (rate gamma, add/remove): the tight binomial form of the subsampled
+  Gaussian at integer alpha (thesis Thm 2.3.2/2.3.4 with Prop. 2.3.6, spec 01 R6/R7, = Mironov,
+  Talwar & Zhang 2019), CGF interpolation for fractional alpha (spec 01 R10) and the cap
+  eps_sub <= eps (spec 01 R11.1).  Upper bound on both directions of the subsampled pair.
+
+The data-dependent GNMax analysis (smooth sensitivity / PTR) is out of scope here (spec 04).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _validate as V
+from ._screening_kernels import subsampled_cgf_int
+from .base import Mechanism, as_complex_array, check_direction
+from .registry import register
+
+__all__ = ["GNMax", "SubsampledGNMax", "subsampled_gaussian_rdp", "poisson_subsampled_rdp"]
+
+SQRT2 = math.sqrt(2.0)
+# above this order the binomial sum (cost ~ alpha) is replaced by the (valid) unsubsampled curve
+BINOMIAL_ORDER_LIMIT = 20000
+
+
+def _log_expm1_vec(x: np.ndarray) -> np.ndarray:
+    """log(e^x - 1) elementwise for x >= 0 (-inf at 0, inf at inf)."""
+    x = np.asarray(x, dtype=float)
+    out = np.full(x.shape, -np.inf)
+    big = x > 30.0
+    mid = (x > 0.0) & ~big
+    out[big] = x[big] + np.log1p(-np.exp(-x[big]))
+    out[mid] = np.log(np.expm1(x[mid]))
+    return out
+
+
+def poisson_subsampled_rdp(alpha, base_rdp: Callable[[np.ndarray], np.ndarray], sample_rate: float,
+                           method: str = "tight") -> np.ndarray:
+    """Binomial Poisson-subsampling bound for a base RDP curve (spec 01 R5-R7, R10, R11.1).
+
+    Parameters
+    ----------
+    alpha : array_like
+        Orders > 1 (``inf`` and orders above ``BINOMIAL_ORDER_LIMIT`` get the base curve, which is a
+        valid upper bound because subsampling never increases the divergence).
+    base_rdp : callable
+        Base mechanism's RDP curve (vectorised).
+    sample_rate : float
+        Poisson rate gamma in [0, 1].
+    method : {"tight", "general"}
+        ``"tight"`` (thesis Thm 2.3.2/2.3.4): exact for mechanisms satisfying condition (2.2), e.g. the
+        Gaussian (Prop. 2.3.6); **not** a proven bound for other mechanisms.  ``"general"`` (Thm 2.3.1):
+        valid for every mechanism.
+
+    Returns
+    -------
+    ndarray
+        min(binomial bound with CGF interpolation, base curve), same shape as ``alpha``.
+    """
+    if method not in ("tight", "general"):
+        raise ValueError(f"method must be 'tight' or 'general', got {method!r}")
+    gamma = V.probability("sample_rate", sample_rate)
+    a = V.alphas(alpha)
+    flat = a.ravel()
+    out = np.empty(flat.shape)
+    base_all = np.asarray(base_rdp(flat), dtype=float)
+    if gamma == 0.0:
+        return np.zeros(a.shape)
+    fin = np.isfinite(flat) & (flat <= BINOMIAL_ORDER_LIMIT)
+    out[~fin] = base_all[~fin]
+    if fin.any():
+        af = flat[fin]
+        lo = np.maximum(np.floor(af).astype(np.int64), 1)
+        hi = np.maximum(np.ceil(af).astype(np.int64), 2)
+        need = np.unique(np.concatenate([lo[lo >= 2], hi]))
+        amax = int(need.max())
+        ints = np.arange(2, amax + 1, dtype=float)
+        eps_int = np.asarray(base_rdp(ints), dtype=float)
+        log_em1 = np.full(amax + 1, -math.inf)
+        log_em1[2:] = _log_expm1_vec((ints - 1.0) * eps_int)
+        kv = subsampled_cgf_int(need.astype(np.int64), gamma, log_em1, method == "general")
+        cgf = dict(zip(need.tolist(), kv.tolist(), strict=True))
+        cgf[1] = 0.0
+        klo = np.array([cgf[int(x)] for x in lo])
+        khi = np.array([cgf[int(x)] for x in hi])
+        w = np.where(hi == lo, 1.0, (af - lo) / np.maximum(hi - lo, 1))
+        k_int = (1.0 - w) * klo + w * khi
+        out[fin] = np.minimum(k_int / (af - 1.0), base_all[fin])
+    return out.reshape(a.shape)
+
+
+def subsampled_gaussian_rdp(alpha, sigma: float, sample_rate: float, sensitivity: float = 1.0) -> np.ndarray:
+    """RDP of the Poisson-subsampled Gaussian mechanism (add/remove), upper bound on both directions.
+
+    Tight binomial form at integer orders (exact there for the remove direction, thesis Thm 2.3.4 +
+    Prop. 2.3.6), linear CGF interpolation in between, capped by alpha Delta^2 / (2 sigma^2).
+    """
+    sigma = V.positive("sigma", sigma)
+    sensitivity = V.positive("sensitivity", sensitivity)
+    c = sensitivity**2 / (2.0 * sigma**2)
+    return poisson_subsampled_rdp(alpha, lambda x: np.asarray(x, dtype=float) * c, sample_rate, "tight")
+
+
+@register
+@dataclass(frozen=True)
+class GNMax(Mechanism):
+    """Gaussian noisy argmax of a vote histogram: argmax_j (n_j + N(0, sigma^2)).
+
+    Parameters
+    ----------
+    sigma : float
+        Noise standard deviation per class, > 0 (vote units).
+    sensitivity : float, default sqrt(2)
+        L2 sensitivity of the histogram (sqrt(2) for a neighbour swap, spec 03 section 1.3).
+
+    Notes
+    -----
+    RDP alpha Delta^2 / (2 sigma^2) (spec 03 T2), an upper bound; the Gaussian dominating pair is exposed
+    for the characteristic-function route (pessimistic for argmax, hence ``tight = False``).
+    """
+
+    sigma: float
+    sensitivity: float = SQRT2
+
+    name = "gnmax"
+    tight = False
+    pld_available = True
+
+    def __post_init__(self):
+        object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
+        object.__setattr__(self, "sensitivity", V.positive("sensitivity", self.sensitivity))
+
+    @property
+    def mu(self) -> float:
+        return self.sensitivity / self.sigma
+
+    def rdp(self, alpha) -> np.ndarray:
+        return V.alphas(alpha) * (self.mu**2 / 2.0)
+
+    def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
+        check_direction(direction)
+        s = as_complex_array(s)
+        return s * (s + 1.0) * (self.mu**2 / 2.0)
+
+    def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
+        return (c * c + c - t * t) * self.mu**2 / 2.0
+
+
+@register
+@dataclass(frozen=True)
+class SubsampledGNMax(Mechanism):
+    """GNMax on a Poisson subsample with rate ``sample_rate`` (add/remove neighbours).
+
+    RDP: :func:`subsampled_gaussian_rdp` (upper bound; argmax is post-processing).  RDP route only.
+    """
+
+    sigma: float
+    sample_rate: float
+    sensitivity: float = SQRT2
+
+    name = "subsampled_gnmax"
+    tight = False
+    relations = ("add_remove",)
+
+    def __post_init__(self):
+        object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
+        object.__setattr__(self, "sample_rate", V.probability("sample_rate", self.sample_rate))
+        object.__setattr__(self, "sensitivity", V.positive("sensitivity", self.sensitivity))
+
+    def rdp(self, alpha) -> np.ndarray:
+        return subsampled_gaussian_rdp(alpha, self.sigma, self.sample_rate, self.sensitivity)
