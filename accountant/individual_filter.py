@@ -85,14 +85,26 @@ def _validate_ids(n: int, ids: np.ndarray, stamp: np.ndarray, step: np.uint8, er
 
 
 @njit(cache=True)
-def _admit_linear(spent: np.ndarray, budget: float, ids: np.ndarray, losses: np.ndarray,
-                  stamp: np.ndarray, step: np.uint8, out: np.ndarray, err: np.ndarray) -> np.int64:
-    for j in range(losses.shape[0]):
-        x = losses[j]
-        if not (x >= 0.0 and x < np.inf):
+def _losses_ok(x: np.ndarray, err: np.ndarray) -> bool:
+    """All entries finite and >= 0 (branch-free scan; on failure, ``err`` gets the first bad index)."""
+    bad = False
+    for j in range(x.shape[0]):
+        bad |= not (x[j] >= 0.0) or x[j] == np.inf
+    if not bad:
+        return True
+    for j in range(x.shape[0]):
+        if not (x[j] >= 0.0) or x[j] == np.inf:
             err[0] = _ERR_VALUE
             err[1] = j
-            return -1
+            break
+    return False
+
+
+@njit(cache=True)
+def _admit_linear(spent: np.ndarray, budget: float, ids: np.ndarray, losses: np.ndarray,
+                  stamp: np.ndarray, step: np.uint8, out: np.ndarray, err: np.ndarray) -> np.int64:
+    if not _losses_ok(losses.ravel(), err):
+        return -1
     if not _validate_ids(spent.shape[0], ids, stamp, step, err):
         return -1
     n_ok = 0
@@ -112,23 +124,17 @@ def _admit_linear(spent: np.ndarray, budget: float, ids: np.ndarray, losses: np.
 def _admit_grid(spent: np.ndarray, budget: np.ndarray, ids: np.ndarray, losses: np.ndarray,
                 stamp: np.ndarray, step: np.uint8, out: np.ndarray, err: np.ndarray) -> np.int64:
     m = budget.shape[0]
-    for j in range(losses.shape[0]):
-        for a in range(m):
-            x = losses[j, a]
-            if not (x >= 0.0 and x < np.inf):
-                err[0] = _ERR_VALUE
-                err[1] = j
-                return -1
+    if not _losses_ok(losses.ravel(), err):
+        err[1] //= m
+        return -1
     if not _validate_ids(spent.shape[0], ids, stamp, step, err):
         return -1
     n_ok = 0
     for j in range(ids.shape[0]):
         i = ids[j]
         ok = True
-        for a in range(m):
-            if spent[i, a] + losses[j, a] * _CHARGE_INFLATE > budget[a]:
-                ok = False
-                break
+        for a in range(m):  # branch-free so that the loop vectorises
+            ok &= spent[i, a] + losses[j, a] * _CHARGE_INFLATE <= budget[a]
         out[j] = ok
         if ok:
             n_ok += 1
@@ -144,12 +150,15 @@ def _indknn_select(remaining: np.ndarray, ids: np.ndarray, kappas: np.ndarray, t
 
     Writes the positions (indices into ``ids``) of the selected records to ``pos``; returns |Sel|.
     """
+    bad = False
     for j in range(kappas.shape[0]):
-        x = kappas[j]
-        if not (x >= 0.0 and x <= 1.0):
-            err[0] = _ERR_VALUE
-            err[1] = j
-            return -1
+        bad |= not (kappas[j] >= 0.0) or kappas[j] > 1.0
+    if bad:
+        for j in range(kappas.shape[0]):
+            if not (kappas[j] >= 0.0 and kappas[j] <= 1.0):
+                err[0] = _ERR_VALUE
+                err[1] = j
+                return -1
     if not _validate_ids(remaining.shape[0], ids, stamp, step, err):
         return -1
     n = 0
