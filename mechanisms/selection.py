@@ -146,8 +146,6 @@ def _bad_draw_mass(delta1: float, gamma: float, steps: float) -> float:
         return 0.0
     if math.isinf(steps):
         return min(1.0, delta1 / (gamma + delta1 * (1.0 - gamma)))
-    s = 1.0 - delta1
-    r = (1.0 - gamma) * s
     t = int(steps)
     # 1 - E computed as a sum of non-negative terms to avoid cancellation:
     # 1 - E = sum_{j<T} P(J=j)(1 - s^j) + P(J>=T)(1 - s^T)
@@ -158,9 +156,10 @@ def _bad_draw_mass(delta1: float, gamma: float, steps: float) -> float:
         term = float(np.sum(pj * -np.expm1(j * log1ms)))
         tail = math.exp((t - 1) * math.log1p(-gamma)) if gamma < 1.0 else float(t == 1)
         return min(1.0, term + tail * -math.expm1(t * log1ms))
-    # long caps: closed form (relative cancellation is harmless here: the result is >= delta1)
-    e = gamma * s * (1.0 - r ** (t - 1)) / (1.0 - r) + (1.0 - gamma) ** (t - 1) * s**t
-    return min(1.0, max(1.0 - e, 0.0) * (1.0 + 1e-12) + 1e-300)
+    # long caps: two upper bounds without cancellation -- the untruncated value (min(J, T) <= J) and
+    # the union bound delta1 E[min(J, T)] (1 - s^j <= j delta1)
+    untruncated = delta1 / (gamma + delta1 * (1.0 - gamma))
+    return min(1.0, untruncated, delta1 * _expected_truncated(gamma, t))
 
 
 def _check_delta(d: float, what: str) -> float:

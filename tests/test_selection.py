@@ -240,6 +240,19 @@ def test_truncated_and_hard_stop_approx_candidates():
         assert hockey(lp, lq, gh.epsilon) <= gh.delta * (1 + 1e-9)
 
 
+@pytest.mark.parametrize("d1,g,t", [(1e-12, 0.01, 2000), (1e-6, 0.2, 50), (0.01, 0.5, 7), (1e-9, 1e-3, 30000)])
+def test_truncated_delta_equals_bad_draw_probability(d1, g, t):
+    """delta = 1 - E[(1 - delta1)^min(J, T)] (exact sum in mpmath); for T > 20000 an upper bound."""
+    gm, s = mp.mpf(g), 1 - mp.mpf(d1)
+    ref = 1 - (mp.nsum(lambda j: gm * (1 - gm) ** (j - 1) * s**j, [1, t - 1]) + (1 - gm) ** (t - 1) * s**t)
+    got = truncated_random_stopping_guarantee(0.1, g, t, d1).delta
+    assert got >= float(ref) * (1 - 1e-12)
+    if t <= 20000:
+        assert got == pytest.approx(float(ref), rel=1e-10)
+    else:
+        assert got <= float(d1 * (1 - (1 - gm) ** t) / gm) * (1 + 1e-12)
+
+
 def test_hard_stop_magnitudes_vs_paper():
     """Spec 07 section 3.5: the paper's Thm 3.4 gives delta = 1.955e-3 here; the corrected bound ~1e-6."""
     g = hard_stop_guarantee(0.5, 1e-12, 0.01, 1e-6)
