@@ -287,7 +287,7 @@ def _best_plan(pld: ComposedPLD, eps_ref: float, log_target: float) -> _Plan:
 
     g0 = g(c0)
     best = None
-    for c in sorted({c0 * f for f in (1.0, 1.5, 2.0, 3.0, 5.0, 8.0)} | {0.5, 1.0, 2.0, 4.0}):
+    for c in sorted({c0 * f for f in (1.0, 2.0, 4.0)} | {1.0, 2.0, 4.0}):
         if c <= 0 or c >= pld.max_order or (c != c0 and g(c) - g0 > math.log(1e4)):
             continue
         p = _plan(pld, c, eps_ref, log_target)

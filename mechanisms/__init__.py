@@ -5,14 +5,25 @@ See :mod:`mechanisms.base` for the contract and :mod:`mechanisms.registry` for p
 
 from .base import DIRECTIONS, RELATIONS, Mechanism, UnsupportedRoute
 from .gaussian import Gaussian
+from .gnmax import GNMax, SubsampledGNMax
 from .laplace import Laplace
 from .randomized_response import ApproxDP, PureDP, RandomizedResponse
 from .registry import available, from_dict, get, register
-from .subsampled import PoissonSubsampled, SubsampledGaussian
+from .screening import NoisyScreening, PrivateKNN, SubsampledNoisyScreening
+from .selection import (
+    HardStopSelection,
+    KnownThresholdSelection,
+    RandomStoppingSelection,
+    TruncatedRandomStoppingSelection,
+)
+from .subsampled import PoissonSubsampled, SubsampledGaussian, SubsampledLaplace
 
 __all__ = [
     "DIRECTIONS", "RELATIONS", "Mechanism", "UnsupportedRoute",
     "Gaussian", "Laplace", "RandomizedResponse", "PureDP", "ApproxDP",
-    "SubsampledGaussian", "PoissonSubsampled",
+    "SubsampledGaussian", "SubsampledLaplace", "PoissonSubsampled",
+    "GNMax", "SubsampledGNMax", "NoisyScreening", "SubsampledNoisyScreening", "PrivateKNN",
+    "RandomStoppingSelection", "TruncatedRandomStoppingSelection", "HardStopSelection",
+    "KnownThresholdSelection",
     "available", "from_dict", "get", "register",
 ]

@@ -36,7 +36,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _validate as V
-from ._poisson_kernels import poisson_rdp_int, sg_envelope_constants, sg_log_mgf
+from ._poisson_kernels import (
+    poisson_rdp_int,
+    sg_envelope_constants,
+    sg_log_mgf,
+    sl_middle_log_mgf,
+    sl_middle_tv,
+)
 from .base import Mechanism, as_complex_array, check_direction
 from .registry import from_dict, register
 
@@ -249,3 +255,93 @@ class PoissonSubsampled(Mechanism):
         out[fin] = np.minimum(out[fin], np.asarray(self.base.rdp(al[fin]), dtype=float))
         out[~fin] = self.pure_epsilon
         return np.minimum(out, self.pure_epsilon)
+
+
+@register
+@dataclass(frozen=True)
+class SubsampledLaplace(Mechanism):
+    """Poisson-subsampled Laplace mechanism (add/remove), with both dominating pairs (spec 02 section 2.7).
+
+    With a = sensitivity / scale and r(x) = e^{(2x - 1) a} the likelihood ratio of Lap(1) to Lap(0) in
+    units of the sensitivity (clipped to [e^{-a}, e^{a}]), the remove pair is
+    ((1-q) Lap(0) + q Lap(1), Lap(0)) and the add pair its swap.  Under Q = Lap(0) the loss of the remove
+    pair is l(x) = log(1 - q + q r(x)): an atom log(1-q+qe^{-a}) (Q-mass 1/2), an atom
+    log(1-q+qe^{a}) (Q-mass e^{-a}/2), and a smooth part on x in (0, 1).  M(s) = E_Q[(1-q+qr)^{s+1}]
+    (remove) and E_Q[(1-q+qr)^{-s}] (add); the smooth part by composite Gauss-Legendre quadrature.
+    RDP: the tight Poisson-subsampled Laplace curve (``PoissonSubsampled``; Laplace satisfies (2.2)).
+    """
+
+    scale: float
+    sample_rate: float
+    sensitivity: float = 1.0
+
+    name = "subsampled_laplace"
+    symmetric = False
+    tight = True
+    pld_available = True
+    relations = ("add_remove",)
+
+    def __post_init__(self):
+        object.__setattr__(self, "scale", V.positive("scale", self.scale))
+        object.__setattr__(self, "sample_rate", V.probability("sample_rate", self.sample_rate,
+                                                              open_low=True, open_high=True))
+        object.__setattr__(self, "sensitivity", V.positive("sensitivity", self.sensitivity))
+
+    @property
+    def a(self) -> float:
+        return self.sensitivity / self.scale
+
+    def _as_poisson(self) -> PoissonSubsampled:
+        from .laplace import Laplace
+
+        return PoissonSubsampled(Laplace(self.scale, self.sensitivity), self.sample_rate)
+
+    def rdp(self, alpha) -> np.ndarray:
+        return self._as_poisson().rdp(alpha)
+
+    @property
+    def pure_epsilon(self) -> float:
+        return self._as_poisson().pure_epsilon
+
+    @property
+    def log_mgf_error(self) -> float:
+        return 1e-13
+
+    def _atom_losses(self) -> tuple[float, float]:
+        q, a = self.sample_rate, self.a
+        return math.log1p(q * math.expm1(-a)), math.log1p(q * math.expm1(a))
+
+    def pld_atoms(self, direction: str = "remove") -> tuple[np.ndarray, np.ndarray]:
+        check_direction(direction)
+        q, a = self.sample_rate, self.a
+        lo, hi = self._atom_losses()
+        if direction == "remove":  # P' = (1-q) Lap(0) + q Lap(1)
+            return np.array([lo, hi]), np.array([(1 - q) / 2 + q * math.exp(-a) / 2,
+                                                 (1 - q) * math.exp(-a) / 2 + q / 2])
+        return np.array([-lo, -hi]), np.array([0.5, 0.5 * math.exp(-a)])  # under Q = Lap(0)
+
+    def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
+        check_direction(direction)
+        s = as_complex_array(s)
+        flat = s.ravel()
+        q, a = self.sample_rate, self.a
+        lo, hi = self._atom_losses()
+        w = flat + 1.0 if direction == "remove" else -flat
+        # atoms written under Q: masses 1/2 and e^{-a}/2 at exponents w*lo, w*hi
+        t_lo = math.log(0.5) + w * lo
+        t_hi = math.log(0.5) - a + w * hi
+        mre, mim = sl_middle_log_mgf(np.ascontiguousarray(flat.real), np.ascontiguousarray(flat.imag),
+                                     q, a, direction == "add")
+        terms = np.stack([t_lo, t_hi, mre + 1j * mim])
+        from ._numerics import complex_logsumexp
+
+        return complex_logsumexp(terms, axis=0).reshape(s.shape)
+
+    def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
+        q, a = self.sample_rate, self.a
+        mre, _ = sl_middle_log_mgf(np.array([float(c)]), np.array([0.0]), q, a, direction == "add")
+        log_c0 = float(mre[0])
+        if t <= 0:
+            return log_c0
+        bound = 1.1 * sl_middle_tv(float(c), q, a, direction == "add", 20000)
+        return min(log_c0, math.log(bound) - math.log(t))

@@ -1,0 +1,163 @@
+"""Noise calibration and the inverse problems for DP-SGD (Poisson-subsampled Gaussian).
+
+All solvers search a *certified* epsilon (an upper bound), so their answers are safe: the returned
+sigma (or steps, or sample rate) gives certified epsilon <= target.  They rely on monotonicity:
+epsilon decreases in sigma and increases in the number of steps and in the sample rate (the dominating
+pairs are ordered in each parameter).  Bisection in log space; sigma and the sample rate are resolved
+to a relative tolerance ``rtol`` (default 1e-4), steps exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mechanisms import _validate as V
+
+from .privacy_accountant import PrivacyAccountant
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Result of a calibration: the parameter found and the certified epsilon it gives."""
+
+    parameter: str
+    value: float
+    epsilon: float
+    target_epsilon: float
+    delta: float
+    evaluations: int
+
+
+def _dpsgd_eps(sigma: float, sample_rate: float, steps: int, delta: float, method: str) -> float:
+    acct = PrivacyAccountant()
+    acct.step(sigma=sigma, sample_rate=sample_rate, steps=steps)
+    return acct.epsilon(delta, method=method)
+
+
+def _default_method(method: str | None) -> str:
+    return "cf" if method is None else method
+
+
+def _bisect_log(f: Callable[[float], float], lo: float, hi: float, rtol: float) -> tuple[float, int]:
+    """Smallest x in [lo, hi] (log scale) with f(x) True, given f(hi) True and f(lo) False."""
+    n = 0
+    while hi / lo > 1.0 + rtol / 2:
+        mid = math.sqrt(lo * hi)
+        n += 1
+        if f(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi, n
+
+
+def calibrate_sigma(target_epsilon: float, delta: float, sample_rate: float, steps: int, *,
+                    method: str | None = None, rtol: float = 1e-4, progress: bool = False) -> Calibration:
+    """Smallest noise multiplier sigma whose certified epsilon(delta) after ``steps`` DP-SGD steps
+    with Poisson sample rate ``sample_rate`` is <= ``target_epsilon`` (to relative tolerance ``rtol``:
+    sigma * (1 - rtol) gives epsilon > target).
+
+    A bracket is found with the fast RDP route (its epsilon is an upper bound of the tighter route's,
+    so the RDP-calibrated sigma is a valid upper end), then refined with ``method`` ("cf" by default).
+    """
+    target = V.real("target_epsilon", target_epsilon, low=0.0, low_open=True)
+    delta = V.delta(delta)
+    q = V.probability("sample_rate", sample_rate, open_low=True)
+    steps = V.integer("steps", steps, low=1)
+    method = _default_method(method)
+    evals = 0
+
+    def ok(sig: float, m: str = method) -> bool:
+        nonlocal evals
+        evals += 1
+        e = _dpsgd_eps(sig, q, steps, delta, m)
+        if progress:
+            print(f"  sigma={sig:.8g} epsilon={e:.8g} ({m})", flush=True)
+        return e <= target
+
+    hi = 1.0
+    while not ok(hi, "rdp"):
+        hi *= 2.0
+        if hi > 1e8:
+            raise ValueError(f"no sigma <= 1e8 reaches epsilon {target} at delta {delta}")
+    if method != "rdp" and not ok(hi):  # pragma: no cover - rdp is never tighter than cf
+        raise AssertionError("RDP-calibrated sigma failed the tighter route")
+    lo = hi / 2.0
+    while ok(lo):
+        hi, lo = lo, lo / 2.0
+        if lo < 1e-6:
+            raise ValueError("target epsilon is reached with vanishing noise; check the parameters")
+    sigma, _ = _bisect_log(ok, lo, hi, rtol)
+    eps = _dpsgd_eps(sigma, q, steps, delta, method)
+    return Calibration("sigma", sigma, eps, target, delta, evals + 1)
+
+
+def max_steps(target_epsilon: float, delta: float, sigma: float, sample_rate: float, *,
+              method: str | None = None, limit: int = 10**9) -> Calibration:
+    """Largest number of DP-SGD steps whose certified epsilon is <= ``target_epsilon`` (0 if none)."""
+    target = V.real("target_epsilon", target_epsilon, low=0.0, low_open=True)
+    delta = V.delta(delta)
+    sigma = V.positive("sigma", sigma)
+    q = V.probability("sample_rate", sample_rate, open_low=True)
+    method = _default_method(method)
+    evals = 0
+
+    def ok(t: int) -> bool:
+        nonlocal evals
+        evals += 1
+        return _dpsgd_eps(sigma, q, t, delta, method) <= target
+
+    if not ok(1):
+        return Calibration("steps", 0, math.inf, target, delta, evals)
+    lo, hi = 1, 2
+    while ok(hi):
+        lo, hi = hi, hi * 2
+        if hi > limit:
+            eps = _dpsgd_eps(sigma, q, limit, delta, method)
+            return Calibration("steps", limit, eps, target, delta, evals)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return Calibration("steps", lo, _dpsgd_eps(sigma, q, lo, delta, method), target, delta, evals + 1)
+
+
+def max_sample_rate(target_epsilon: float, delta: float, sigma: float, steps: int, *,
+                    method: str | None = None, rtol: float = 1e-4) -> Calibration:
+    """Largest Poisson sample rate whose certified epsilon is <= ``target_epsilon`` (to ``rtol``)."""
+    target = V.real("target_epsilon", target_epsilon, low=0.0, low_open=True)
+    delta = V.delta(delta)
+    sigma = V.positive("sigma", sigma)
+    steps = V.integer("steps", steps, low=1)
+    method = _default_method(method)
+    evals = 0
+
+    def ok(q: float) -> bool:
+        nonlocal evals
+        evals += 1
+        return _dpsgd_eps(sigma, q, steps, delta, method) <= target
+
+    if ok(1.0):
+        return Calibration("sample_rate", 1.0, _dpsgd_eps(sigma, 1.0, steps, delta, method), target, delta,
+                           evals)
+    lo = 0.5
+    while not ok(lo):
+        lo /= 2.0
+        if lo < 1e-12:
+            return Calibration("sample_rate", 0.0, 0.0, target, delta, evals)
+    hi = min(1.0, lo * 2.0)
+    # bisection for the largest ok value: invert the predicate
+    n = 0
+    while hi / lo > 1.0 + rtol / 2:
+        mid = math.sqrt(lo * hi)
+        n += 1
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return Calibration("sample_rate", lo, _dpsgd_eps(sigma, lo, steps, delta, method), target, delta,
+                       evals + 1)

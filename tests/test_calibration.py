@@ -1,0 +1,80 @@
+"""Noise calibration and inverse problems (issue 3): safe, monotone, tight to the tolerance."""
+
+import pytest
+
+from accountant import DPCertAccountant, PrivacyAccountant, calibrate_sigma, max_sample_rate, max_steps
+from accountant.cli import main
+
+
+def _eps(sigma, q, steps, delta=1e-5, method="cf"):
+    a = PrivacyAccountant()
+    a.step(sigma=sigma, sample_rate=q, steps=steps)
+    return a.epsilon(delta, method=method)
+
+
+@pytest.mark.parametrize("target, q, steps", [(3.0, 0.01, 2000), (1.0, 0.004, 1000)])
+def test_calibrate_sigma_is_safe_and_tight(target, q, steps):
+    res = calibrate_sigma(target, 1e-5, q, steps)
+    assert _eps(res.value, q, steps) <= target
+    assert _eps(res.value * (1 - 1e-4), q, steps) > target
+    assert res.epsilon <= target
+
+
+def test_calibrated_sigma_monotone_in_target():
+    s1 = calibrate_sigma(2.0, 1e-5, 0.02, 500).value
+    s2 = calibrate_sigma(4.0, 1e-5, 0.02, 500).value
+    assert s2 < s1
+
+
+def test_max_steps_exact_boundary():
+    res = max_steps(1.0, 1e-5, sigma=1.5, sample_rate=0.01)
+    assert res.value >= 1
+    assert _eps(1.5, 0.01, res.value) <= 1.0 < _eps(1.5, 0.01, res.value + 1)
+
+
+def test_max_sample_rate_boundary():
+    res = max_sample_rate(1.0, 1e-5, sigma=1.5, steps=500)
+    assert _eps(1.5, res.value, 500) <= 1.0
+    assert _eps(1.5, res.value * (1 + 1e-4), 500) > 1.0
+
+
+def test_calibration_bad_input():
+    with pytest.raises(ValueError, match="target_epsilon"):
+        calibrate_sigma(0.0, 1e-5, 0.01, 100)
+    with pytest.raises(ValueError, match="sample_rate"):
+        calibrate_sigma(1.0, 1e-5, 0.0, 100)
+    with pytest.raises(ValueError, match="steps"):
+        calibrate_sigma(1.0, 1e-5, 0.01, 0)
+
+
+def test_opacus_adapter_matches_accountant_and_round_trips():
+    opa = DPCertAccountant(method="cf")
+    for _ in range(50):
+        opa.step(noise_multiplier=1.2, sample_rate=0.02)
+    for _ in range(30):
+        opa.step(noise_multiplier=0.9, sample_rate=0.02)
+    assert len(opa) == 80 and opa.history == [(1.2, 0.02, 50), (0.9, 0.02, 30)]
+    ref = PrivacyAccountant()
+    ref.step(sigma=1.2, sample_rate=0.02, steps=50).step(sigma=0.9, sample_rate=0.02, steps=30)
+    assert opa.get_epsilon(1e-5) == ref.epsilon(1e-5, method="cf")
+    other = DPCertAccountant(method="cf")
+    other.load_state_dict(opa.state_dict())
+    assert other.get_epsilon(1e-5) == opa.get_epsilon(1e-5)
+
+    class FakeOptimizer:
+        noise_multiplier = 1.2
+        accumulated_iterations = 1
+
+    hook = opa.get_optimizer_hook_fn(sample_rate=0.02)
+    hook(FakeOptimizer())
+    assert len(opa) == 81
+
+
+def test_cli_dpsgd_and_calibrate(capsys):
+    assert main(["dpsgd", "--sample-rate", "0.01", "--sigma", "1.1", "--steps", "1000", "--delta", "1e-5",
+                 "--json"]) == 0
+    assert '"epsilon"' in capsys.readouterr().out
+    assert main(["calibrate", "--target-epsilon", "2", "--delta", "1e-5", "--sample-rate", "0.01",
+                 "--steps", "500"]) == 0
+    assert "sigma =" in capsys.readouterr().out
+    assert main(["dpsgd", "--sigma", "1", "--delta", "1e-5"]) == 2
