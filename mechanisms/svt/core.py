@@ -1,0 +1,461 @@
+"""Sparse vector technique (SVT): Laplace, Gaussian and generalized SVT with their RDP curves.
+
+Source: ``shared/seeds/004_2bf369e903de48da.txt`` lines 8587-11002 (thesis chapter 7 = Zhu & Wang,
+"Improving Sparse Vector Technique with Renyi Differential Privacy", NeurIPS 2020); the corrections
+and numerical recipes are those of ``shared/spec/06-sparse-vector.md`` (cited below as "spec 06 §x").
+
+Algorithm (Alg. 11, spec 06 §2.2): T^ = T + rho; for each adaptively chosen query q_i (global
+sensitivity ``sensitivity`` = Delta under the accountant's neighbouring relation) output "top" if
+q_i(D) + nu_i >= T^ and "bottom" otherwise; halt after ``cutoff`` = c tops or after ``max_length`` =
+k_max queries; with ``resample`` the threshold noise is redrawn after every top.  rho and nu_i are
+Laplace or Gaussian noise; eps_rho is the RDP of rho at sensitivity Delta and eps_nu the RDP of nu
+at sensitivity **2 Delta** (spec 06 P9).
+
+Curves used (all data-independent upper bounds, valid for adaptively chosen queries and for both orders
+of every neighbouring pair; none is attained, so ``tight = False``):
+
+* (7.1) capped, c = 1:   eps_rho(a) + eps_nu(a) + log(k_max + 1)/(a - 1)           (Thm 7.2.1)
+* Thm 7.2.7 (corrected, no "1 +"), c > 1 without resampling, capped:
+                         eps_rho(a) + c eps_nu(a) + log sum_{j<=c} C(k_max, j)/(a - 1)
+* (7.3) pure query noise, c = 1, any length:  eps_rho(a) + eps_nu(inf)   (hypothesis on eps_nu, P6)
+* (7.2) Gaussian noises on non-negative queries Q+, c = 1, any length (spec 06 §3.4), with the
+  *correct* conditional mean E[K | rho = z] = 1/(1 - Phi((T + z)/sigma2)) (the printed Phi/(1-Phi)
+  under-states it, P1) and the moment computed numerically (the printed closed form is violated for
+  T < 0.36 sigma1, P2; its simplified RDP drops a factor (2a-1)/(2a-2), P3):
+      min_{1<g<sigma2^2/sigma1^2} (g* a - 1) a Delta^2 / (2 (a-1) sigma1^2) + 2 a Delta^2/sigma2^2
+                                   + log M_g(T, sigma1, sigma2) / (g (a - 1)),   g* = g/(g-1).
+* Laplace noises: the mechanism is pure DP with eps_1 + c eps_2 (no resampling) or c (eps_1 + eps_2)
+  (resampling) (Lemma 7.1.3), and every eps-DP mechanism has the RDP of randomized response RR(eps)
+  (the "sinh" form, spec 06 §3.9; tight pure-to-RDP conversion).
+* ``resample`` with cut-off c: c-fold adaptive composition of the c = 1 mechanism with the run's cap
+  (spec 06 §5 ledger semantics), i.e. c times the c = 1 curve.
+
+The raw (7.1)/(7.2)/Thm 7.2.7 bounds are not monotone in the order; since the true Renyi divergence is
+non-decreasing in the order, ``rdp`` returns the monotone envelope min_{a' >= a} bound(a') (spec 06 §5),
+computed exactly from the unimodality of each bound, and the minimum over all valid curves.
+The never-proved conjecture eps_rho(a) + c eps_nu(a) (Remark 7.2.12) and the under-reporting closed
+form of Remark 7.2.8 are not used anywhere.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+from scipy.special import gammaln
+
+from .. import _validate as V
+from .._numerics import discrete_log_mgf
+from ..base import Mechanism, check_direction
+from ..registry import register
+from . import _kernels as K
+
+NOISES = ("laplace", "gaussian")
+# Hoelder exponents are restricted to g <= (1 - GAMMA_EDGE) sigma2^2/sigma1^2 so that the moment integral
+# stays well resolved (spec 06 P15); any admissible g gives a valid bound.
+GAMMA_EDGE = 1.0 / 400.0
+N_GAMMA = 128
+
+
+# ------------------------------------------------------------------------------ public scalar helpers
+def laplace_rdp(alpha, a: float) -> np.ndarray:
+    """RDP of the Laplace mechanism with normalised sensitivity ``a`` = sensitivity / scale (exact).
+
+    eps(alpha) = log[alpha/(2alpha-1) e^{(alpha-1)a} + (alpha-1)/(2alpha-1) e^{-alpha a}]/(alpha-1)
+    (Mironov 2017; spec 06 §1), eps(inf) = a.  Vectorised over alpha > 1.
+    """
+    al = V.alphas(alpha)
+    a = V.real("a", a, low=0.0)
+    return K.laplace_curve(al.ravel(), a).reshape(al.shape)
+
+
+def rr_rdp(alpha, epsilon: float) -> np.ndarray:
+    """Exact RDP of randomized response RR(eps), the tight RDP of a generic eps-DP mechanism.
+
+    eps(alpha) = log[p^alpha q^{1-alpha} + q^alpha p^{1-alpha}]/(alpha-1), p = e^eps/(1+e^eps)
+    = log[(sinh(alpha eps) - sinh((alpha-1) eps))/sinh(eps)]/(alpha-1) (spec 06 §3.9).
+    """
+    al = V.alphas(alpha)
+    e = V.real("epsilon", epsilon, low=0.0)
+    return K.rr_curve(al.ravel(), e).reshape(al.shape)
+
+
+def log_binom_sum(n: int, c: int) -> float:
+    """log sum_{j=0}^{min(c, n)} C(n, j): log of the output-space size of capped SVT (spec 06 §2.2)."""
+    n = V.integer("n", n, low=0)
+    c = V.integer("c", c, low=0)
+    return float(K.log_binom_sum(n, c))
+
+
+def log_moment_qplus(threshold: float, sigma1: float, sigma2: float, gamma: float) -> float:
+    """Upper bound on log E_{z~N(0,sigma1^2)}[E[K | rho = z]^gamma] for Gaussian SVT on Q+ (spec 06 §3.4).
+
+    E[K | z] = 1/(1 - Phi((T + z)/sigma2)) is the worst-case (all queries 0) conditional mean stopping
+    index, so M_gamma = int N(z; 0, sigma1^2) (1 - Phi((T + z)/sigma2))^{-gamma} dz.  Finite iff
+    gamma sigma1^2 < sigma2^2; returns ``inf`` otherwise.  Numerical quadrature rounded up: trapezoid error
+    estimate and rigorous (log-concavity) tail bounds are added (upper bound, not exact).
+    """
+    t = V.real("threshold", threshold)
+    s1 = V.positive("sigma1", sigma1)
+    s2 = V.positive("sigma2", sigma2)
+    g = V.positive("gamma", gamma)
+    return float(K.log_moment_qplus(t, s1, s2, g))
+
+
+def _gamma_grid(sigma1: float, sigma2: float) -> np.ndarray:
+    r2 = (sigma2 / sigma1) ** 2
+    gmax = r2 * (1.0 - GAMMA_EDGE)
+    if gmax <= 1.0:
+        return np.empty(0)
+    x = 1.0 / (1.0 + np.exp(-np.linspace(-8.0, 8.0, N_GAMMA)))  # logit-uniform: dense at both ends
+    return 1.0 + (gmax - 1.0) * x
+
+
+# ---------------------------------------------------------------------------------- evaluation plan
+@dataclass(frozen=True)
+class _Plan:
+    """Everything the curves need, derived once from the parameters (not part of equality/serialisation)."""
+
+    mult: int  # number of c = 1 units composed (resample) or 1
+    c_eff: int  # cut-off of the analysed unit
+    k_rho: int
+    a_rho: float
+    k_nu: int
+    a_nu: float  # at sensitivity 2 Delta
+    rr_eps: float  # pure epsilon of the unit (inf if none)
+    pure_query: bool  # (7.3) applies
+    log_len: float  # log of the output-count term (nan if uncapped)
+    qplus: bool
+    gammas: np.ndarray
+    logm: np.ndarray
+
+
+def _noise_param(kind: str, scale: float, sens: float) -> tuple[int, float]:
+    if kind == "gaussian":
+        return K.GAUSS, sens * sens / (2.0 * scale * scale)
+    return K.LAP, sens / scale
+
+
+def _build_plan(tn: str, ts: float, qn: str, qs: float, sens: float, cutoff: int, resample: bool,
+                kmax: int | None, nonneg: bool, threshold: float | None) -> _Plan:
+    c_eff = 1 if (resample or cutoff == 1) else cutoff
+    mult = cutoff if (resample and cutoff > 1) else 1
+    k_rho, a_rho = _noise_param(tn, ts, sens)
+    k_nu, a_nu = _noise_param(qn, qs, 2.0 * sens)
+    rr_eps = a_rho + c_eff * a_nu if (tn == "laplace" and qn == "laplace") else math.inf
+    pure_query = qn == "laplace" and c_eff == 1
+    log_len = float(K.log_binom_sum(kmax, c_eff)) if kmax is not None else math.nan
+    qplus = False
+    gammas = logm = np.empty(0)
+    if nonneg and tn == "gaussian" and qn == "gaussian" and c_eff == 1:
+        if threshold is None:
+            raise ValueError("threshold (the public SVT threshold T, finite real) is required for "
+                             "nonnegative=True with Gaussian threshold and query noise (spec 06 §3.4, P7)")
+        if qs > ts:
+            gammas = _gamma_grid(ts, qs)
+            logm = K.log_moment_table(float(threshold), ts, qs, gammas)
+            keep = np.isfinite(logm)
+            gammas, logm = gammas[keep], logm[keep]
+            qplus = gammas.size > 0
+        elif kmax is None:
+            raise ValueError(f"nonnegative Gaussian SVT without max_length needs query noise sigma2 > "
+                             f"threshold noise sigma1 (Hoelder range 1 < gamma < sigma2^2/sigma1^2 is "
+                             f"empty for sigma1={ts!r}, sigma2={qs!r}); give max_length or more query noise")
+    if not (math.isfinite(rr_eps) or pure_query or kmax is not None or qplus):
+        if c_eff > 1:
+            why = ("c > 1 without resample and non-Laplace noise needs max_length (Thm 7.2.7); "
+                   "use resample=True or give max_length")
+        else:
+            why = ("Gaussian query noise on arbitrary queries Q(Delta) has no RDP bound for unbounded length "
+                   "(spec 06 P8); give max_length, or nonnegative=True with Gaussian threshold noise and a "
+                   "threshold, or Laplace query noise")
+        raise ValueError(f"no valid SVT privacy bound for this configuration: {why}")
+    return _Plan(mult, c_eff, k_rho, a_rho, k_nu, a_nu, rr_eps, pure_query, log_len, qplus, gammas, logm)
+
+
+def _check_common(obj, sens_name: str = "sensitivity") -> None:
+    object.__setattr__(obj, sens_name, V.positive(sens_name, getattr(obj, sens_name)))
+    object.__setattr__(obj, "cutoff", V.integer("cutoff (c, number of tops before halting)", obj.cutoff,
+                                                 low=1))
+    if not isinstance(obj.resample, (bool, np.bool_)):
+        raise TypeError(f"resample must be a bool, got {type(obj.resample).__name__} {obj.resample!r}")
+    object.__setattr__(obj, "resample", bool(obj.resample))
+    if obj.max_length is not None:
+        object.__setattr__(obj, "max_length", V.integer(
+            "max_length (k_max, number of queries; >= 1, an empty query stream is not a mechanism)",
+            obj.max_length, low=1))
+
+
+def _check_qplus_fields(obj) -> None:
+    if not isinstance(obj.nonnegative, (bool, np.bool_)):
+        raise TypeError(f"nonnegative must be a bool, got {type(obj.nonnegative).__name__}")
+    object.__setattr__(obj, "nonnegative", bool(obj.nonnegative))
+    if obj.threshold is not None:
+        object.__setattr__(obj, "threshold", V.real("threshold", obj.threshold))
+
+
+class _SVTBase(Mechanism):
+    """Shared curve evaluation of all SVT plug-ins (subclasses set ``_plan`` in ``__post_init__``)."""
+
+    tight: ClassVar[bool] = False
+    symmetric: ClassVar[bool] = True
+
+    _plan: _Plan
+
+    # ------------------------------------------------------------------ curves
+    def rdp(self, alpha) -> np.ndarray:
+        """RDP upper bound: min over the valid curves of their monotone envelopes, times the unit count.
+
+        Data-independent, adaptive queries allowed, both orders of every neighbouring pair (for the
+        relation under which ``sensitivity`` is the global sensitivity).  Non-decreasing in alpha.
+        """
+        al = V.alphas(alpha)
+        x = np.ascontiguousarray(al.ravel())
+        best = self._unit_curves(x, envelope=True)
+        out = np.full(x.shape, np.inf)
+        for v in best.values():
+            out = np.minimum(out, v)
+        return (self._plan.mult * out).reshape(al.shape)
+
+    def rdp_bounds(self, alpha, envelope: bool = False) -> dict[str, np.ndarray]:
+        """Each valid bound of the analysed *unit* separately (before multiplying by the unit count).
+
+        Keys: ``"rr"`` (pure eps -> RR RDP), ``"7.3"``, ``"7.1"`` (c = 1, capped) or ``"thm727"`` (c > 1,
+        capped), ``"7.2"`` (Q+).  With ``envelope=False`` the raw formulas (as printed in spec 06, useful
+        for comparing with reference values); the Q+ entry is then minimised over the tabulated gammas.
+        """
+        al = V.alphas(alpha)
+        x = np.ascontiguousarray(al.ravel())
+        return {k: v.reshape(al.shape) for k, v in self._unit_curves(x, envelope).items()}
+
+    def _unit_curves(self, x: np.ndarray, envelope: bool) -> dict[str, np.ndarray]:
+        p = self._plan
+        out: dict[str, np.ndarray] = {}
+        if math.isfinite(p.rr_eps):
+            out["rr"] = K.rr_curve(x, p.rr_eps)
+        if p.pure_query:
+            out["7.3"] = K.pure_query_curve(x, p.k_rho, p.a_rho, p.a_nu)
+        if not math.isnan(p.log_len):
+            key = "7.1" if p.c_eff == 1 else "thm727"
+            out[key] = K.transfer_curve(x, p.k_rho, p.a_rho, p.k_nu, p.a_nu, float(p.c_eff), p.log_len,
+                                        envelope)
+        if p.qplus:
+            out["7.2"] = K.qplus_curve(x, p.gammas, p.logm, p.a_rho, p.a_nu, envelope)
+        return out
+
+    @property
+    def pure_epsilon(self) -> float:
+        """eps_1 + c eps_2 (no resampling) or c (eps_1 + eps_2) (resampling) for Laplace noises; else inf."""
+        p = self._plan
+        return p.mult * p.rr_eps if math.isfinite(p.rr_eps) else math.inf
+
+    @property
+    def infinite_loss_mass(self) -> float:
+        return 0.0
+
+    # ------------------------------------------------------------------ PLD (pure-DP configurations only)
+    @property
+    def pld_available(self) -> bool:  # type: ignore[override]
+        """True for Laplace noises: dominated by RR(eps)^{x units} (pure DP; Kairouz et al. 2015)."""
+        return math.isfinite(self._plan.rr_eps)
+
+    def _atoms(self) -> tuple[np.ndarray, np.ndarray]:
+        p = self._plan
+        if not math.isfinite(p.rr_eps):
+            from ..base import UnsupportedRoute
+
+            raise UnsupportedRoute(f"{self.describe()} is not pure DP; use method='rdp'")
+        m, e = p.mult, p.rr_eps
+        if e == 0.0:
+            return np.array([0.0]), np.array([1.0])
+        j = np.arange(m + 1, dtype=float)
+        lgm = gammaln(m + 1.0) - gammaln(j + 1.0) - gammaln(m - j + 1.0)
+        log_p = -math.log1p(math.exp(-e))
+        log_q = -e + log_p
+        return (m - 2.0 * j) * e, np.exp(lgm + (m - j) * log_p + j * log_q)
+
+    def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
+        """log MGF of the privacy loss of RR(eps)^{x units} (dominating pair of the pure-DP guarantee)."""
+        check_direction(direction)
+        losses, masses = self._atoms()
+        return discrete_log_mgf(s, losses, masses)
+
+    def pld_atoms(self, direction: str = "remove") -> tuple[np.ndarray, np.ndarray]:
+        check_direction(direction)
+        return self._atoms()
+
+    def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
+        return -math.inf
+
+
+# ---------------------------------------------------------------------------------------- plug-ins
+@register
+@dataclass(frozen=True)
+class GeneralizedSVT(_SVTBase):
+    """Generalized SVT (Alg. 11) with Laplace or Gaussian threshold and query noise.
+
+    Parameters
+    ----------
+    threshold_noise, query_noise : {"laplace", "gaussian"}
+        Families of the threshold noise rho and of the per-query noise nu_i.
+    threshold_scale, query_scale : float
+        Laplace scale b or Gaussian standard deviation sigma of rho and nu_i (query units), > 0.
+    sensitivity : float, default 1
+        Global sensitivity Delta of every query (|q(D) - q(D')| <= Delta) under the accountant's relation.
+    cutoff : int, default 1
+        c >= 1: halt after c tops.
+    resample : bool, default False
+        Redraw the threshold noise after every top (then the run is c units of the c = 1 mechanism).
+    max_length : int or None, default None
+        k_max >= 1: halt after this many queries (None = unbounded stream).
+    nonnegative : bool, default False
+        Queries are in Q+(Delta) (q(D) >= 0 for all D); enables the unbounded-length Gaussian bound (7.2).
+    threshold : float or None
+        The public threshold T (finite); required (and used) only by the Q+ bound.  For per-query
+        thresholds T_i pass max T_i (the moment is increasing in T; spec 06 P7).
+
+    Notes
+    -----
+    ``rdp`` is an upper bound (see the module docstring for the curves and their sources); ``pure_epsilon``
+    is finite only for Laplace noises.  Configurations without any bound in the source (Gaussian query
+    noise on Q(Delta) with unbounded length; c > 1 without resampling, non-Laplace noise and unbounded
+    length) raise ``ValueError``.
+    """
+
+    threshold_noise: str
+    threshold_scale: float
+    query_noise: str
+    query_scale: float
+    sensitivity: float = 1.0
+    cutoff: int = 1
+    resample: bool = False
+    max_length: int | None = None
+    nonnegative: bool = False
+    threshold: float | None = None
+
+    name = "generalized_svt"
+
+    def __post_init__(self):
+        for nm in ("threshold_noise", "query_noise"):
+            v = getattr(self, nm)
+            if v not in NOISES:
+                raise ValueError(f"{nm} must be one of {NOISES}, got {v!r}")
+        object.__setattr__(self, "threshold_scale", V.positive("threshold_scale", self.threshold_scale))
+        object.__setattr__(self, "query_scale", V.positive("query_scale", self.query_scale))
+        _check_common(self)
+        _check_qplus_fields(self)
+        object.__setattr__(self, "_plan", _build_plan(
+            self.threshold_noise, self.threshold_scale, self.query_noise, self.query_scale, self.sensitivity,
+            self.cutoff, self.resample, self.max_length, self.nonnegative, self.threshold))
+
+
+@register
+@dataclass(frozen=True)
+class LaplaceSVT(_SVTBase):
+    """Standard SVT (Alg. 10): rho ~ Lap(Delta/eps1), nu_i ~ Lap(2 Delta/eps2), cut-off c.
+
+    Parameters
+    ----------
+    epsilon1, epsilon2 : float
+        Threshold and query privacy parameters, > 0 (noise scales Delta/eps1 and 2 Delta/eps2).
+    sensitivity : float, default 1
+        Global sensitivity Delta of the queries.
+    cutoff : int, default 1
+        c >= 1.
+    resample : bool, default False
+        Redraw the threshold noise after each top.
+    max_length : int or None
+        Optional cap on the number of queries (adds the (7.1)/Thm 7.2.7 curve to the minimum).
+
+    Notes
+    -----
+    Pure DP (Lemma 7.1.3, Lyu et al. 2017): eps1 + c eps2 without resampling, c (eps1 + eps2) with it;
+    the c = 1 bound eps1 + eps2 is attained (spec 06 §3.1 tightness instance).  RDP: the minimum of RR(pure
+    eps) (tight conversion), (7.3) and, if capped, (7.1)/Thm 7.2.7; c units for ``resample``.
+    """
+
+    epsilon1: float
+    epsilon2: float
+    sensitivity: float = 1.0
+    cutoff: int = 1
+    resample: bool = False
+    max_length: int | None = None
+
+    name = "laplace_svt"
+
+    def __post_init__(self):
+        object.__setattr__(self, "epsilon1", V.positive("epsilon1", self.epsilon1))
+        object.__setattr__(self, "epsilon2", V.positive("epsilon2", self.epsilon2))
+        _check_common(self)
+        object.__setattr__(self, "_plan", _build_plan(
+            "laplace", self.threshold_scale, "laplace", self.query_scale, self.sensitivity, self.cutoff,
+            self.resample, self.max_length, False, None))
+
+    @property
+    def threshold_scale(self) -> float:
+        """Laplace scale of the threshold noise, Delta / eps1."""
+        return self.sensitivity / self.epsilon1
+
+    @property
+    def query_scale(self) -> float:
+        """Laplace scale of the query noise, 2 Delta / eps2."""
+        return 2.0 * self.sensitivity / self.epsilon2
+
+    def as_generalized(self) -> GeneralizedSVT:
+        """The same mechanism as a :class:`GeneralizedSVT`."""
+        return GeneralizedSVT("laplace", self.threshold_scale, "laplace", self.query_scale, self.sensitivity,
+                              self.cutoff, self.resample, self.max_length)
+
+
+@register
+@dataclass(frozen=True)
+class GaussianSVT(_SVTBase):
+    """Gaussian SVT: rho ~ N(0, sigma1^2), nu_i ~ N(0, sigma2^2) (Alg. 11 with Gaussian noises).
+
+    Parameters
+    ----------
+    sigma1, sigma2 : float
+        Standard deviations of the threshold and query noise (query units), > 0.
+    sensitivity : float, default 1
+        Global sensitivity Delta of the queries.
+    cutoff : int, default 1
+    resample : bool, default False
+    max_length : int or None
+        Cap k_max; required unless ``nonnegative`` (spec 06 P8).
+    nonnegative : bool, default False
+        Queries in Q+(Delta): unbounded length allowed (c = 1 units, needs sigma2 > sigma1 and ``threshold``).
+    threshold : float or None
+        Public threshold T (finite), used by the Q+ bound.
+
+    Notes
+    -----
+    RDP upper bounds: (7.1) with the cap, Thm 7.2.7 (c > 1, no resampling, capped), (7.2) with the
+    numerically computed moment on Q+; c units for ``resample``.  Not pure DP.
+    """
+
+    sigma1: float
+    sigma2: float
+    sensitivity: float = 1.0
+    cutoff: int = 1
+    resample: bool = False
+    max_length: int | None = None
+    nonnegative: bool = False
+    threshold: float | None = None
+
+    name = "gaussian_svt"
+
+    def __post_init__(self):
+        object.__setattr__(self, "sigma1", V.positive("sigma1", self.sigma1))
+        object.__setattr__(self, "sigma2", V.positive("sigma2", self.sigma2))
+        _check_common(self)
+        _check_qplus_fields(self)
+        object.__setattr__(self, "_plan", _build_plan(
+            "gaussian", self.sigma1, "gaussian", self.sigma2, self.sensitivity, self.cutoff, self.resample,
+            self.max_length, self.nonnegative, self.threshold))
+
+    def as_generalized(self) -> GeneralizedSVT:
+        """The same mechanism as a :class:`GeneralizedSVT`."""
+        return GeneralizedSVT("gaussian", self.sigma1, "gaussian", self.sigma2, self.sensitivity, self.cutoff,
+                              self.resample, self.max_length, self.nonnegative, self.threshold)
