@@ -1,0 +1,1 @@
+"""dpcert benchmarks: tightness and speed suite (``python -m benchmarks``), plots, published claims."""

@@ -1,0 +1,242 @@
+"""Tests of ``dpcert audit`` (accountant/audit.py, accountant/cli_audit.py) and the shipped claims file.
+
+Independent oracle: the exact epsilon(delta) of the k-fold Gaussian mechanism (mu-GDP, mu = sqrt(k)/sigma),
+delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) (Balle & Wang 2018), solved here with mpmath.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import mpmath as mp
+import pytest
+
+from accountant import PrivacyAccountant
+from accountant.audit import (
+    VERDICTS,
+    ClaimError,
+    audit_claim,
+    audit_claims,
+    exit_code,
+    format_table,
+    load_claims,
+    load_mechanism_plugins,
+)
+from accountant.cli import main
+from mechanisms import Gaussian
+
+ROOT = Path(__file__).resolve().parents[1]
+CLAIMS = ROOT / "benchmarks" / "claims" / "published.json"
+
+
+def exact_gaussian_eps(mu: float, delta: float) -> float:
+    """Oracle: exact eps(delta) of mu-GDP by bisection in 40-digit arithmetic."""
+    with mp.workdps(40):
+        m, d = mp.mpf(mu), mp.mpf(delta)
+
+        def dl(e):
+            return mp.ncdf(-e / m + m / 2) - mp.exp(e) * mp.ncdf(-e / m - m / 2)
+
+        lo, hi = mp.mpf(0), mp.mpf(1)
+        while dl(hi) > d:
+            lo, hi = hi, 2 * hi
+        for _ in range(150):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if dl(mid) > d else (lo, mid)
+        return float(hi)
+
+
+def gaussian_claim(eps: float, sigma: float = 2.0, k: int = 10, delta: float = 1e-5, **kw) -> dict:
+    return {"id": kw.pop("id", "g"), "citation": "test", "epsilon": eps, "delta": delta,
+            "mechanisms": [{"name": "gaussian", "params": {"sigma": sigma}, "times": k}], **kw}
+
+
+def dpsgd_claim(eps: float, **dpsgd) -> dict:
+    base = {"sample_rate": 0.01, "noise_multiplier": 1.1, "steps": 1000}
+    base.update(dpsgd)
+    return {"id": "d", "citation": "test", "epsilon": eps, "delta": 1e-5, "dpsgd": base}
+
+
+def write(tmp_path: Path, claims: list[dict], name: str = "claims.json") -> str:
+    p = tmp_path / name
+    p.write_text(json.dumps({"claims": claims}))
+    return str(p)
+
+
+# ------------------------------------------------------------------------------ acceptance criteria
+def test_claim_computed_by_dpcert_is_consistent_with_zero_slack():
+    acct = PrivacyAccountant().compose(Gaussian(sigma=2.0), 10)
+    cert = acct.certificate(delta=1e-5)
+    r = audit_claim(gaussian_claim(cert.epsilon))
+    assert r.verdict == "consistent"
+    assert r.slack == 0.0
+    assert r.upper == cert.epsilon and r.method == cert.method
+
+
+def test_dpsgd_claim_computed_by_dpcert_is_consistent_with_zero_slack():
+    acct = PrivacyAccountant()
+    acct.step(sigma=1.1, sample_rate=0.01, steps=1000)
+    cert = acct.certificate(delta=1e-5)
+    r = audit_claim(dpsgd_claim(cert.epsilon))
+    assert (r.verdict, r.slack) == ("consistent", 0.0)
+    assert r.lower is not None and r.lower <= r.upper
+
+
+def test_five_percent_below_lower_bound_is_understated_and_exit_code_1(tmp_path, capsys):
+    acct = PrivacyAccountant()
+    acct.step(sigma=1.1, sample_rate=0.01, steps=1000)
+    lower = acct.certificate(delta=1e-5).lower_bound
+    assert lower is not None
+    claim = dpsgd_claim(0.95 * lower)
+    r = audit_claim(claim)
+    assert r.verdict == "understated"
+    assert r.slack < 0
+    assert main(["audit", write(tmp_path, [claim]), "--quiet"]) == 1
+    assert "understated" in capsys.readouterr().out
+
+
+def test_gaussian_verdicts_against_independent_exact_value():
+    mu = math.sqrt(10) / 2.0
+    exact = exact_gaussian_eps(mu, 1e-5)
+    assert audit_claim(gaussian_claim(exact * 1.001)).verdict == "consistent"
+    assert audit_claim(gaussian_claim(exact * 0.999)).verdict == "understated"
+    assert audit_claim(gaussian_claim(exact * 0.95)).verdict == "understated"
+    r = audit_claim(gaussian_claim(exact))
+    assert abs(r.upper - exact) <= 1e-6 * exact  # certified value is (nearly) the truth
+    assert r.lower <= exact * (1 + 1e-9)  # the lower bound is a lower bound
+
+
+# ------------------------------------------------------------------------------ unsupported / errors
+@pytest.mark.parametrize("scheme", ["shuffle", "fixed_batch", "sampling without replacement", "balls-in-bins",
+                                    "tree_aggregation", "some_new_scheme"])
+def test_unsupported_sampling_schemes_say_so(scheme):
+    r = audit_claim(dpsgd_claim(1.0, sampling=scheme))
+    assert r.verdict == "unsupported"
+    assert r.upper is None and r.slack is None
+    assert ("unsupported" in r.reason or "unknown" in r.reason) and "poisson" in r.reason.lower()
+
+
+def test_unsupported_relation_and_unknown_mechanism():
+    c = dpsgd_claim(1.0)
+    c["relation"] = "replace_one"
+    r = audit_claim(c)
+    assert r.verdict == "unsupported" and "add/remove" in r.reason
+    r = audit_claim({"epsilon": 1.0, "delta": 1e-5, "mechanisms": [{"name": "no_such_mechanism_xyz"}]})
+    assert r.verdict == "unsupported" and "not registered" in r.reason
+    assert exit_code([r]) == 0
+
+
+def test_invalid_parameter_values_give_error_verdict_and_exit_2(tmp_path, capsys):
+    r = audit_claim(dpsgd_claim(1.0, noise_multiplier=-1.0))
+    assert r.verdict == "error" and "sigma" in r.reason
+    assert main(["audit", write(tmp_path, [dpsgd_claim(1.0, noise_multiplier=-1.0)]), "-q"]) == 2
+
+
+@pytest.mark.parametrize("bad", [
+    {"delta": 1e-5, "dpsgd": {}},                                   # no epsilon
+    {"epsilon": 1.0, "dpsgd": {}},                                  # no delta
+    {"epsilon": 1.0, "delta": 1e-5},                                # no mechanism
+    {"epsilon": 1.0, "delta": 1.5, "dpsgd": {}},                    # delta out of range
+    {"epsilon": "one", "delta": 1e-5, "dpsgd": {}},                 # not a number
+    {"epsilon": 1.0, "delta": 1e-5, "dpsgd": {}, "mechanisms": []},  # both
+    {"epsilon": 1.0, "delta": 1e-5, "dpsgd": {}, "method": "magic"},
+])
+def test_malformed_claims_are_rejected_before_computing(bad, tmp_path, capsys):
+    with pytest.raises(ClaimError):
+        audit_claims([bad], load_plugins=False)
+    assert main(["audit", write(tmp_path, [bad])]) == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_unreadable_and_invalid_files(tmp_path, capsys):
+    assert main(["audit", str(tmp_path / "missing.json")]) == 2
+    p = tmp_path / "broken.json"
+    p.write_text('{"claims": [')
+    assert main(["audit", str(p)]) == 2
+    assert "invalid JSON" in capsys.readouterr().err
+    p.write_text('{"not_claims": 1}')
+    with pytest.raises(ClaimError):
+        load_claims(p)
+
+
+# ------------------------------------------------------------------------------ formats and parsing
+def test_toml_claims(tmp_path):
+    p = tmp_path / "claims.toml"
+    p.write_text('[[claims]]\nid = "toml-gauss"\ncitation = "t"\nepsilon = 100.0\ndelta = 1e-5\n\n'
+                 '[[claims.mechanisms]]\nname = "gaussian"\ntimes = 10\n[claims.mechanisms.params]\n'
+                 'sigma = 2.0\n')
+    claims = load_claims(p)
+    assert claims[0]["id"] == "toml-gauss"
+    [r] = audit_claims(claims, load_plugins=False)
+    assert r.verdict == "consistent" and r.slack > 0
+
+
+def test_json_output_and_progress(tmp_path, capsys):
+    path = write(tmp_path, [gaussian_claim(100.0, id="a"), dpsgd_claim(1.0, sampling="shuffle")])
+    assert main(["audit", path, "--json"]) == 0
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert [r["verdict"] for r in doc["results"]] == ["consistent", "unsupported"]
+    assert "[1/2]" in captured.err and "[2/2]" in captured.err  # progress on stderr
+    lines: list[str] = []
+    audit_claims([gaussian_claim(100.0)], progress=lines.append, load_plugins=False)
+    assert any("consistent" in ln for ln in lines)
+
+
+def test_batch_size_epochs_and_steps_per_epoch_conversion():
+    c = dpsgd_claim(50.0, batch_size=256, dataset_size=60000, epochs=2, steps_per_epoch=234)
+    del c["dpsgd"]["sample_rate"], c["dpsgd"]["steps"]
+    r = audit_claim(c)
+    assert r.ledger[0].startswith("468 x subsampled_gaussian") and "0.00426667" in r.ledger[0]
+    c = dpsgd_claim(50.0, epochs=3)
+    del c["dpsgd"]["steps"]
+    assert audit_claim(c).ledger[0].startswith("300 x ")  # round(epochs / q)
+
+
+def test_full_batch_is_the_gaussian_mechanism():
+    c = dpsgd_claim(1000.0, sampling="full_batch", steps=10)
+    del c["dpsgd"]["sample_rate"]
+    r = audit_claim(c)
+    assert r.ledger == ["10 x gaussian(sigma=1.1, sensitivity=1)"]
+    exact = exact_gaussian_eps(math.sqrt(10) / 1.1, 1e-5)
+    assert abs(r.upper - exact) <= 1e-6 * exact
+
+
+def test_pure_dp_claim_with_delta_zero():
+    c = {"epsilon": 1.5, "delta": 0.0, "mechanisms": [{"name": "pure_dp", "params": {"epsilon": 0.5},
+                                                       "times": 3}]}
+    r = audit_claim(c)
+    assert r.method == "pure" and abs(r.upper - 1.5) < 1e-12 and r.verdict == "consistent"
+    c["epsilon"] = 1.4
+    assert audit_claim(c).verdict == "inconclusive"
+
+
+def test_table_lists_every_claim_and_summary():
+    rs = [audit_claim(gaussian_claim(100.0, id="x")), audit_claim(dpsgd_claim(1.0, sampling="shuffle"))]
+    text = format_table(rs)
+    assert "x" in text and "unsupported" in text and "2 claims" in text
+    md = format_table(rs, markdown=True)
+    assert md.startswith("| claim |")
+
+
+# ------------------------------------------------------------------------------ shipped claims
+def test_shipped_claims_are_well_formed_and_cited():
+    claims = load_claims(CLAIMS)
+    assert len(claims) >= 20
+    ids = [c["id"] for c in claims]
+    assert len(set(ids)) == len(ids)
+    for c in claims:
+        assert c.get("citation") and c.get("source"), c["id"]
+        assert 0 < c["delta"] < 1
+    # facts spot-checked against the sources (see each claim's 'source')
+    by_id = {c["id"]: c for c in claims}
+    a = by_id["abadi2016-moments-accountant-example"]
+    assert (a["epsilon"], a["dpsgd"]["noise_multiplier"], a["dpsgd"]["steps"]) == (1.26, 4.0, 10000)
+
+
+def test_plugin_loader_never_raises():
+    failed = load_mechanism_plugins()
+    assert isinstance(failed, dict)
+    assert set(VERDICTS) >= {"consistent", "understated", "inconclusive", "unsupported"}
