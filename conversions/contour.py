@@ -50,6 +50,9 @@ from ._kernels import trapezoid_sum
 
 DEFAULT_RTOL = 1e-8
 MAX_NODES = 1 << 21
+# total work cap per grid: sum over distinct mechanisms of (node cost hint) x nodes.  When it binds the
+# truncation point is lowered and the (rigorous) bracket simply gets wider.
+WORK_BUDGET = float(1 << 21)
 _U64 = 1.1102230246251565e-16
 
 
@@ -142,6 +145,10 @@ class ComposedPLD:
         # purely atomic composition: the contour part vanishes identically
         self.purely_atomic = self.atoms_exact and all(
             m.log_continuous_envelope(1.0, 0.0, direction) == -math.inf for m, _ in self.entries)
+
+    def work(self, u: float, h: float) -> float:
+        """Estimated cost of evaluating the composed MGF at the nodes 0, h, ..., u."""
+        return (u / h + 1.0) * sum(m.mgf_cost(u) for m, _ in self.entries)
 
     # ------------------------------------------------------------------ MGF pieces
     def log_mgf(self, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -245,7 +252,9 @@ def _plan(pld: ComposedPLD, c: float, eps_ref: float, log_target: float) -> _Pla
         return None
     lam = log_target - math.log(4.0)
     best = None
-    cands = {c * f for f in (1.25, 1.5, 2.0, 3.0)} | {c + d for d in (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)}
+    # far lines matter for bounded losses, where log M(c') grows only linearly and allows large steps
+    cands = ({c * f for f in (1.25, 1.5, 2.0, 3.0, 10.0, 30.0)}
+             | {c + d for d in (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 32.0, 128.0, 512.0)})
     for cp in sorted(cands):
         if cp >= pld.max_order:
             continue
@@ -268,7 +277,7 @@ def _plan(pld: ComposedPLD, c: float, eps_ref: float, log_target: float) -> _Pla
     u = max(8 * h, 1e-3)
     while True:
         log_t = pld.log_env_r(c, u) - shift - math.log(math.pi * u) + scale_log
-        if log_t <= lam or u / h > MAX_NODES:
+        if log_t <= lam or u / h > MAX_NODES or pld.work(u, h) > WORK_BUDGET:
             break
         u *= 2.0
     return _Plan(c, h, cp, min(u, h * MAX_NODES))
@@ -317,10 +326,17 @@ class _Grid:
         s = c + 1j * self.t
         logm, mag = pld.log_mgf(s)
         r = np.exp(logm - self.shift)
+        mag_nodes = np.abs(r)
         if pld.has_atoms:
-            r = r - np.exp(pld.log_atoms_mgf(s) - self.shift)
+            a_part = np.exp(pld.log_atoms_mgf(s) - self.shift)
+            mag_nodes = mag_nodes + np.abs(a_part)  # rounding is relative to the terms, not the difference
+            r = r - a_part
         self.r_re = np.ascontiguousarray(r.real)
         self.r_im = np.ascontiguousarray(r.imag)
+        kern = 1.0 / np.abs(s * (s + 1.0))
+        kern[0] *= 0.5
+        self.sum_kern = float(np.sum(kern)) * self.h / math.pi
+        self.sum_kern_mag = float(np.sum(kern * mag_nodes)) * self.h / math.pi
         self.log_env_u = pld.log_env_r(c, self.u_trunc)
         self.node_log_err = 4 * _U64 * (float(np.max(mag)) + abs(self.shift) + 10.0) + pld.mgf_err
         if not np.all(np.isfinite(self.r_re)) or not np.all(np.isfinite(self.r_im)):
@@ -340,51 +356,49 @@ class _Grid:
         a_lo1 = self.log_mass_r - log_scale - _log_expm1(2 * math.pi * c / h)
         a_lo2 = self.log_kappa_mhalf - c * eps / 2 - log_scale - _log_expm1(math.pi * c / h)
         a_lo = math.exp(min(min(a_lo1, a_lo2), 700))
+        # floating point: every node term carries a relative error (exponent and phase rounding,
+        # summation) w.r.t. the magnitudes before the M - A subtraction; the mechanisms' declared
+        # log-MGF errors are relative to M(Re s), i.e. bounded by expm1(err) on the scaled line.
         phase = _U64 * 4 * (self.u_trunc * abs(eps) + abs(c * eps))
-        fp = sa * (math.expm1(self.node_log_err + phase) + 4 * _U64 * math.sqrt(self.t.size + 1.0))
+        rel = math.expm1(self.node_log_err - self.pld.mgf_err + phase) + _U64 * (self.t.size + 4.0)
+        fp = self.sum_kern_mag * rel + self.sum_kern * math.expm1(self.pld.mgf_err) + sa * 4 * _U64
         return log_scale, s, trunc + a_up + a_lo + fp, trunc + fp
 
 
 def _combine(pld: ComposedPLD, grid: _Grid | None, eps: float) -> tuple[float, float, float, dict]:
-    """(estimate, lower, upper) of delta(eps) for one direction."""
-    log_parts = []
-    if pld.p_inf > 0:
-        log_parts.append(math.log(pld.p_inf))
-    extra_up = 0.0
-    extra_lo = 0.0
+    """(estimate, lower, upper) of delta(eps) for one direction.
+
+    delta = p_inf + delta_atoms (exact) + delta_R (contour, bracketed); delta_R >= 0 always.
+    """
+    base = pld.p_inf
+    extra_up = extra_lo = 0.0
     if pld.atoms is not None and pld.atoms_exact:
         la = atoms_mod.log_delta(pld.atoms, eps)
         if la > -math.inf:
-            log_parts.append(la)
+            base += math.exp(la)
         # pruned atoms (upper side) and merged losses (moved up by <= merge_shift: lower side)
         extra_up = pld.atoms.dropped_mass
         extra_lo = pld.atoms.merge_shift
-    base_log = max(log_parts) if log_parts else -math.inf
-    base = sum(math.exp(x - base_log) for x in log_parts) if log_parts else 0.0
     details: dict = {}
     if grid is None:
-        est = base * math.exp(base_log) if log_parts else 0.0
-        return est, max(est - extra_lo, 0.0), min(1.0, est + extra_up), details
+        return base, max(base - extra_lo, 0.0), min(1.0, base + extra_up), details
     log_scale, s, lo_err, up_err = grid.delta_r(eps)
-    ref = max(base_log, log_scale)
-    b = base * math.exp(base_log - ref) if log_parts else 0.0
-    f = math.exp(log_scale - ref)
-    est = b + max(s, 0.0) * f
-    up = b + max(s + up_err, 0.0) * f
-    lo = b + max(s - lo_err, 0.0) * f
-    details = {"c": grid.c, "h": grid.h, "nodes": int(grid.t.size), "U": grid.u_trunc,
-               "error_rel": (lo_err + up_err) * f / max(est, 1e-300)}
 
-    def unscale(x: float) -> float:  # x * e^ref, clamped to [0, 1] without overflow
+    def unscale(x: float) -> float:  # x * e^{log_scale}, clamped to [0, 1] without overflow
         if x <= 0.0:
             return 0.0
-        lx = math.log(x) + ref
+        lx = math.log(x) + log_scale
         return 1.0 if lx >= 0.0 else math.exp(lx)
 
-    upper = min(1.0, unscale(up) + extra_up)
-    if up > 0 and upper == 0.0:
-        upper = 5e-324  # never report 0 when the bound is merely below the float range
-    return unscale(est), max(unscale(lo) - extra_lo, 0.0), upper, details
+    r_est, r_up, r_lo = unscale(s), unscale(s + up_err), unscale(s - lo_err)
+    if s + up_err > 0 and r_up == 0.0:
+        r_up = 5e-324  # never report 0 when the bound is merely below the float range
+    details = {"c": grid.c, "h": grid.h, "nodes": int(grid.t.size), "U": grid.u_trunc,
+               "error_rel": (r_up - r_lo) / max(base + r_est, 1e-300)}
+    upper = min(1.0, base + r_up + extra_up)
+    lower = max(base - extra_lo + r_lo, 0.0)
+    est = min(max(base + r_est, lower), upper)
+    return est, lower, upper, details
 
 
 def _floor(eps: float) -> float:
@@ -404,7 +418,8 @@ def delta_bounds(pld: ComposedPLD, eps: float, rtol: float = DEFAULT_RTOL) -> De
     for _ in range(4):
         grid = _Grid(pld, _best_plan(pld, eps, log_target))
         est, lo, up, det = _combine(pld, grid, eps)
-        if up - lo <= rtol * max(est, 1e-300) or est <= 0.0:
+        capped = pld.work(grid.u_trunc, grid.h) > WORK_BUDGET / 2
+        if up - lo <= rtol * max(est, 1e-300) or est <= 0.0 or capped:
             break
         log_target = math.log(max(est, 1e-300)) + math.log(rtol) - math.log(8.0)
     lo = max(lo, _floor(eps))

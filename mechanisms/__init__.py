@@ -17,6 +17,7 @@ from .selection import (
     TruncatedRandomStoppingSelection,
 )
 from .subsampled import PoissonSubsampled, SubsampledGaussian, SubsampledLaplace
+from .svt import GaussianSVT, GeneralizedSVT, LaplaceSVT, StageWiseSVT
 
 __all__ = [
     "DIRECTIONS", "RELATIONS", "Mechanism", "UnsupportedRoute",
@@ -24,6 +25,6 @@ __all__ = [
     "SubsampledGaussian", "SubsampledLaplace", "PoissonSubsampled",
     "GNMax", "SubsampledGNMax", "NoisyScreening", "SubsampledNoisyScreening", "PrivateKNN",
     "RandomStoppingSelection", "TruncatedRandomStoppingSelection", "HardStopSelection",
-    "KnownThresholdSelection",
+    "KnownThresholdSelection", "LaplaceSVT", "GaussianSVT", "GeneralizedSVT", "StageWiseSVT",
     "available", "from_dict", "get", "register",
 ]

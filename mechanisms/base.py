@@ -92,6 +92,14 @@ class Mechanism:
         """Absolute error bound on the values returned by ``log_mgf`` (0 for closed forms)."""
         return 0.0
 
+    def mgf_cost(self, t_max: float) -> float:
+        """Average relative cost of one ``log_mgf`` call at |Im s| <= t_max (closed forms: 1).
+
+        The characteristic-function route caps its total work with it; when the cap binds, the
+        truncation point is lowered and the certified bracket gets wider (never wrong).
+        """
+        return 1.0
+
     def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
         """log E_P[exp(s L); L finite] for complex s with 0 <= Re s < ``max_mgf_order``."""
         raise UnsupportedRoute(

@@ -133,6 +133,10 @@ class SubsampledGaussian(Mechanism):
     def log_mgf_error(self) -> float:
         return 0.0 if self.sample_rate in (0.0, 1.0) else 2e-13
 
+    def mgf_cost(self, t_max: float) -> float:
+        # x-grid of ~30/dx points, refined where the oscillation |t| mu exceeds 1/(2 dx)
+        return 30.0 / self._dx() + 30.0 * t_max * self.mu
+
     def _dx(self) -> float:
         return min(0.125, 0.25 / self.mu)
 
@@ -307,6 +311,10 @@ class SubsampledLaplace(Mechanism):
     def log_mgf_error(self) -> float:
         return 1e-13
 
+    def mgf_cost(self, t_max: float) -> float:
+        # 10-point Gauss-Legendre panels, about |t| a / 4 + 4 of them; average over [0, t_max]
+        return 10.0 * (4.0 + self.a * t_max / 8.0)
+
     def _atom_losses(self) -> tuple[float, float]:
         q, a = self.sample_rate, self.a
         return math.log1p(q * math.expm1(-a)), math.log1p(q * math.expm1(a))
@@ -337,11 +345,14 @@ class SubsampledLaplace(Mechanism):
 
         return complex_logsumexp(terms, axis=0).reshape(s.shape)
 
-    def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
+    def log_envelope_fn(self, c: float, direction: str = "remove"):
+        """t -> log bound on |C(c + it')|, |t'| >= t: min(C(c), 1.1 (f(lo) + f(hi) + TV f) / t)."""
+        check_direction(direction)
         q, a = self.sample_rate, self.a
         mre, _ = sl_middle_log_mgf(np.array([float(c)]), np.array([0.0]), q, a, direction == "add")
         log_c0 = float(mre[0])
-        if t <= 0:
-            return log_c0
-        bound = 1.1 * sl_middle_tv(float(c), q, a, direction == "add", 20000)
-        return min(log_c0, math.log(bound) - math.log(t))
+        log_b = math.log(1.1 * sl_middle_tv(float(c), q, a, direction == "add", 20000))
+        return lambda t: log_c0 if t <= 0 else min(log_c0, log_b - math.log(t))
+
+    def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
+        return self.log_envelope_fn(c, direction)(t)
