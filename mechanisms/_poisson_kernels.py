@@ -310,7 +310,7 @@ def sl_middle_log_mgf(s_re, s_im, q, a, add):  # pragma: no cover - compiled
         else:
             wr = s_re[j] + 1.0
             wi = s_im[j]
-        panels = int(math.ceil(abs(wi) * 2.0 * a / 3.0)) + 4
+        panels = int(math.ceil(abs(wi) * 2.0 * a / 4.0)) + 4
         h = 1.0 / panels
         # max of the real exponent over the nodes, for scaling
         fmax = -np.inf
