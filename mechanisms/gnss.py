@@ -56,7 +56,7 @@ from . import _validate as V
 from .base import Mechanism
 from .registry import register
 
-_GRID = 2001  # odd: c = 0 is a grid node
+_GRID = 401  # odd: c = 0 is a grid node
 _GOLDEN_ITERS = 80
 _SAFETY_REL = 1e-9
 

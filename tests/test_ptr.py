@@ -518,3 +518,59 @@ def test_mixed_certificate_ptr_dpsgd_svt():
     np.testing.assert_allclose(acct.rdp(a), ptr.rdp(a) + sgd.rdp(a) + svt.rdp(a), rtol=1e-12)
     cert = acct.certificate(delta=d_sum)
     assert any("generalized_ptr" in s for s in cert.ledger)
+
+
+# ---------------------------------------------------------------------------- CLI
+def test_cli_ptr_subcommands(tmp_path, capsys):
+    import accountant.cli_ptr  # noqa: F401  (registers ``dpcert ptr`` until the lead loads it by default)
+
+    rc = main(["ptr", "certificate", "--epsilon", "1", "--delta", "1e-6", "--test-epsilon", "0.5",
+               "--test-delta", "1e-6", "--false-positive", "3e-6", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0 and doc["epsilon"] == 1.5 and doc["delta"] == pytest.approx(4e-6)
+    assert doc["delta_as_printed_in_thm_4_3"] == pytest.approx(5e-6)
+    assert main(["ptr", "classic", "--epsilon", "0.5", "--delta", "1e-6", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["epsilon"] == 1.0 and doc["delta"] == pytest.approx(5e-7)
+    assert main(["ptr", "pate-params", "--test-epsilon", "1", "--delta", "1e-5", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["alpha"] == pytest.approx(25.412, abs=1e-3) and doc["test_epsilon_certified"] <= 1.0
+    assert main(["ptr", "select-budget", "--epsilon-total", "2", "--delta-total", "1e-5",
+                 "--stop-prob", "0.05", "--delta2", "1e-6", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["epsilon_star"] <= 2 / 3 and doc["delta_star"] > 0
+    rng = np.random.default_rng(0)
+    votes = np.zeros((20, 5), dtype=int)
+    votes[:, 0] = 90
+    votes[:, 1:] = rng.multinomial(10, np.ones(4) / 4, size=20)
+    vf = tmp_path / "votes.json"
+    vf.write_text(json.dumps({"votes": votes.tolist()}))
+    state = tmp_path / "state.json"
+    labels = tmp_path / "labels.json"
+    rc = main(["ptr", "pate", "--votes", str(vf), "--sigma1", "10", "--test-epsilon", "1",
+               "--budget-epsilon", "3", "--delta", "1e-5", "--seed", "1", "--state", str(state),
+               "--labels-out", str(labels), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0 and doc["delta"] == pytest.approx(1e-5) and state.exists()
+    if doc["passed"]:
+        assert len(json.loads(labels.read_text())["labels"]) == 20
+    assert PrivacyAccountant.load(state).ledger.total_count == 1
+    assert main(["ptr"]) == 2
+    assert main(["ptr", "certificate", "--epsilon", "1", "--test-epsilon", "0.5",
+                 "--false-positive", "1.5"]) == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"votes": [[3, -1, 2]]}))
+    assert main(["ptr", "pate", "--votes", str(bad), "--sigma1", "10", "--test-epsilon", "1",
+                 "--budget-epsilon", "3", "--delta", "1e-5"]) == 2
+    assert "non-negative integers" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("script", ["ptr_pate.py", "private_regression.py", "per_instance_report.py"])
+def test_examples_run_and_print_certificates(script, capsys):
+    import pathlib
+    import runpy
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "examples" / script
+    runpy.run_path(str(path), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "-DP" in out
