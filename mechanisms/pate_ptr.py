@@ -366,6 +366,19 @@ class PATEPTRParameters:
     beta: float
     delta_2: float
 
+    def __post_init__(self):
+        object.__setattr__(self, "alpha", float(V.alphas([self.alpha])[0]))
+        if not math.isfinite(self.alpha):
+            raise ValueError("alpha must be finite")
+        object.__setattr__(self, "sigma_s", V.positive("sigma_s", self.sigma_s))
+        object.__setattr__(self, "sigma_2", V.positive("sigma_2", self.sigma_2))
+        object.__setattr__(self, "beta", V.positive("beta", self.beta))
+        object.__setattr__(self, "delta_2", V.real("delta_2", self.delta_2, low=0.0, high=1.0, low_open=True,
+                                                   high_open=True))
+        if self.alpha * self.beta >= 0.5:
+            raise ValueError(f"alpha * beta = {self.alpha * self.beta:.4g} must be < 1/2 (Lemma 5.5 range; "
+                             "the GNSS release has no RDP bound there)")
+
     @classmethod
     def from_budget(cls, test_epsilon: float, delta: float) -> PATEPTRParameters:
         e = V.positive("test_epsilon", test_epsilon)

@@ -57,7 +57,7 @@ from scipy.special import ndtri
 
 from . import _validate as V
 from ._numerics import log_expm1
-from .base import Mechanism
+from .base import RELATIONS, Mechanism
 from .gaussian import Gaussian
 from .laplace import Laplace
 from .randomized_response import _DiscreteMechanism, _rr_atoms
@@ -121,6 +121,10 @@ class GeneralizedPTR(_DiscreteMechanism):
         delta': P[test passes] for any X with eps_phi(X) > epsilon, in [0, 1).
     combine : {"max", "sum"}
         ``"max"``: delta_total = delta_hat + max(delta, delta') (proved); ``"sum"``: as printed.
+    relation : {"any", "add_remove", "replace_one"}
+        Neighbouring relation the data-dependent loss and the test are stated for (``"any"``: the
+        caller's relation, e.g. PATE's vote change covers both record relations).  The accountant refuses
+        to compose the certificate under another relation (spec 04 P-15).
 
     Notes
     -----
@@ -136,6 +140,7 @@ class GeneralizedPTR(_DiscreteMechanism):
     test_delta: float = 0.0
     false_positive: float = 0.0
     combine: str = "max"
+    relation: str = "any"
 
     name = "generalized_ptr"
     tight = False
@@ -150,9 +155,15 @@ class GeneralizedPTR(_DiscreteMechanism):
                                                           high=1.0, high_open=True))
         if self.combine not in COMBINE_RULES:
             raise ValueError(f"combine must be one of {COMBINE_RULES}, got {self.combine!r}")
+        if self.relation != "any" and self.relation not in RELATIONS:
+            raise ValueError(f"relation must be 'any' or one of {RELATIONS}, got {self.relation!r}")
         if self.total_delta >= 1.0:
             raise ValueError(f"total delta {self.total_delta!r} of the PTR certificate must be < 1 "
                              "(test_delta + max(delta, false_positive))")
+
+    @property
+    def relations(self) -> tuple[str, ...]:  # type: ignore[override]
+        return RELATIONS if self.relation == "any" else (self.relation,)
 
     @property
     def total_epsilon(self) -> float:
@@ -535,7 +546,7 @@ def generalized_ptr(stats: Mapping[str, float], *, loss: DataDependentLoss,
                     run: Callable[[Any, np.random.Generator], Any], rng: np.random.Generator,
                     test_delta: float = 0.0,
                     calibrate: Callable[[Mapping[str, float], float, Any], Any] | None = None,
-                    combine: str = "max") -> PTRResult:
+                    combine: str = "max", relation: str = "any") -> PTRResult:
     """Generalized PTR with a private upper bound of the loss (Alg 2 + Thm 4.7, spec 04 section 4.2).
 
     Parameters
@@ -561,6 +572,8 @@ def generalized_ptr(stats: Mapping[str, float], *, loss: DataDependentLoss,
         bounds only (uniform-bound mode, Alg 5 / OPS gamma*); None means no feasible proposal (bottom).
     combine : {"max", "sum"}
         delta rule of the certificate (see :func:`ptr_total_delta`).
+    relation : str
+        Neighbouring relation of the loss and the releases (``GeneralizedPTR.relation``).
 
     Returns
     -------
@@ -581,7 +594,7 @@ def generalized_ptr(stats: Mapping[str, float], *, loss: DataDependentLoss,
         raise ValueError(f"false-positive rate (sum of failure probabilities) must be < 1, got {fp!r}")
     eps_hat = releases_cost([r.mechanism for r in releases], test_delta)
     mech = GeneralizedPTR(epsilon=eps, delta=loss.delta, test_epsilon=eps_hat, test_delta=test_delta,
-                          false_positive=fp, combine=combine)
+                          false_positive=fp, combine=combine, relation=relation)
     test_rng, mech_rng = _spawn(rng)
     bounds = {r.name: r.release(stats[r.name], test_rng) for r in releases}
     if calibrate is not None:
@@ -618,7 +631,7 @@ def distance_test_passes(distance, test_epsilon: float, delta_tilde: float, rng:
 
 def ptr_distance_test(distance: float, *, run: Callable[[Any, np.random.Generator], Any], phi: Any,
                       epsilon: float, test_epsilon: float, delta_tilde: float, rng: np.random.Generator,
-                      delta: float = 0.0, combine: str = "max") -> PTRResult:
+                      delta: float = 0.0, combine: str = "max", relation: str = "any") -> PTRResult:
     """Generalized PTR with the distance test (spec 04 section 2.3a).
 
     ``distance`` = gamma(X) = min{d(X, X'') : eps_phi(X'') > epsilon} (sensitivity 1 under the
@@ -630,7 +643,7 @@ def ptr_distance_test(distance: float, *, run: Callable[[Any, np.random.Generato
     thr = distance_test_threshold(test_epsilon, delta_tilde)
     mech = GeneralizedPTR(epsilon=V.real("epsilon", epsilon, low=0.0), delta=delta,
                           test_epsilon=test_epsilon, test_delta=0.0, false_positive=delta_tilde / 2.0,
-                          combine=combine)
+                          combine=combine, relation=relation)
     test_rng, mech_rng = _spawn(rng)
     noisy = dist + test_rng.laplace(0.0, 1.0 / test_epsilon)
     passed = bool(noisy > thr)

@@ -134,4 +134,4 @@ def binary_vote_ptr(n0: int, n1: int, *, epsilon: float, test_epsilon: float, bu
         return int(np.argmax([n0 + g.laplace(0.0, 1.0 / eps), n1 + g.laplace(0.0, 1.0 / eps)]))
 
     return generalized_ptr({"gap": float(abs(n1 - n0))}, loss=binary_vote_loss(eps, delta_0), releases=[rel],
-                           phi=eps, epsilon=budget_epsilon, run=run, rng=rng)
+                           phi=eps, epsilon=budget_epsilon, run=run, rng=rng, relation="add_remove")

@@ -220,4 +220,5 @@ def ops_ptr(X, y, plan: OPSPlan, rng: np.random.Generator, gamma: float | None =
 
     return generalized_ptr({"lambda_min": st["lambda_min"], "log_r": st["log_r"]}, loss=plan.loss(),
                            releases=plan.releases(), phi=gamma, epsilon=plan.epsilon, run=run, rng=rng,
-                           test_delta=plan.test_delta, calibrate=None if gamma is not None else calibrate)
+                           test_delta=plan.test_delta, calibrate=None if gamma is not None else calibrate,
+                           relation="add_remove")

@@ -11,8 +11,7 @@ import mpmath as mp
 import numpy as np
 import pytest
 from scipy import integrate
-from scipy.special import erfc
-from scipy.stats import norm
+from scipy.special import erfc, ndtr
 
 from accountant import PrivacyAccountant
 from mechanisms import from_dict
@@ -227,10 +226,10 @@ def _gnmax_probs(n, sigma):
             continue
 
         def f(z, j=j):
-            r = norm.pdf(z)
+            r = math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
             for k in range(len(n)):
                 if k != j:
-                    r *= norm.cdf((n[j] - n[k]) / sigma + z)
+                    r *= ndtr((n[j] - n[k]) / sigma + z)
             return r
 
         c = max((n[k] - n[j]) / sigma for k in range(len(n)) if k != j)
@@ -484,3 +483,14 @@ def test_pate_ptr_fallback_when_conditions_fail():
                  rng=np.random.default_rng(0), parameters=p)
     assert r.fallback and r.passed and r.release is None
     assert r.mechanism.total_epsilon == 50.0 and r.mechanism.total_delta == 1e-5
+
+
+@pytest.mark.parametrize("kw", [{"beta": 0.0}, {"beta": -0.01}, {"sigma_s": 0.0}, {"delta_2": 1.0},
+                                {"alpha": 1.0}, {"beta": 0.05}])
+def test_pate_parameters_bad_inputs(kw):
+    base = {"alpha": 10.0, "sigma_s": 5.0, "sigma_2": 5.0, "beta": 0.02, "delta_2": 1e-6}
+    base.update(kw)
+    with pytest.raises(ValueError):
+        PATEPTRParameters(**base)
+    with pytest.raises(ValueError, match="beta"):
+        smooth_sensitivity(np.array([[30, 5, 0]]), 4.0, 2.0, 0.0)

@@ -362,6 +362,9 @@ def test_ops_ptr_end_to_end():
     assert m.test_epsilon == pytest.approx(0.5, rel=1e-9) and m.total_delta == pytest.approx(2e-6)
     acct = PrivacyAccountant().compose(m)
     assert acct.epsilon(2.0001e-6) <= m.total_epsilon + 1e-9
+    assert m.relation == "add_remove"  # the OPS analysis is for add/remove neighbours (spec 04 P-15)
+    with pytest.raises(ValueError, match="replace_one"):
+        PrivacyAccountant(relation="replace_one").compose(m)
     # infeasible budget -> bottom, same certificate structure
     tiny = OPSPlan(lam=0.5, epsilon=0.05, delta=1e-6, test_epsilon=0.5, test_delta=1e-6, false_positive=1e-6)
     r2 = ops_ptr(X[:5], y[:5], tiny, np.random.default_rng(5))
