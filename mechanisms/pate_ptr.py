@@ -260,7 +260,8 @@ def _local_sensitivity(logq: np.ndarray, sigma: float, alpha: float, c: int, lq0
 def check_conditions(sigma: float, num_classes: int, alpha: float, num_teachers: int) -> tuple[bool, bool]:
     """Numerical check of Papernot et al.'s conditions C5 and C6 for (sigma, C, alpha).
 
-    C5: RDP_dd(q) non-decreasing on (q_min, q0); C6: RDP_pw(bu(q)) - RDP_dd(q) non-decreasing on
+    C5: RDP_dd(q) non-decreasing on (q_min, q0) and Thm 6's validity conditions hold there (the released
+    piecewise function uses the formula below q0); C6: RDP_pw(bu(q)) - RDP_dd(q) non-decreasing on
     (q_min, bl(q0)), where q_min is below every q~ reachable with ``num_teachers`` votes (and below bl
     of it).  Checked on a dense grid in log(-log q) with a relative tolerance of 1e-9; this mirrors the
     reference implementation's numerical check (it is not a proof).
@@ -278,7 +279,9 @@ def check_conditions(sigma: float, num_classes: int, alpha: float, num_teachers:
     grid = -np.geomspace(-lq_min, -lq0, _LOG_CONDITION_GRID)  # increasing log q, from lq_min to lq0
     f5 = _rdp_dd_formula(grid, sigma, alpha)
     tol = 1e-9 * max(1.0, float(np.nanmax(np.abs(f5))))
+    # C5, plus Thm 6's validity conditions everywhere below q0 (rdp_pw uses the formula unchecked there)
     c5 = bool(np.all(np.isfinite(f5))) and bool(np.all(np.diff(f5) >= -tol))
+    c5 = c5 and bool(np.all(_dd_valid(grid[:-1], sigma, alpha)))
     if not c5:
         return False, False
     lbl = float(_log_bl(np.array([lq0]), sigma, c)[0])
