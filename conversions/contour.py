@@ -157,7 +157,8 @@ class ComposedPLD:
         tot = np.zeros(s.shape, dtype=complex)
         mag = np.zeros(s.shape)
         for m, k in self.entries:
-            v = k * m.log_mgf(s, self.direction)
+            lm = m.log_mgf(s, self.direction)
+            v = k * lm.real + 1j * (k * lm.imag)  # keeps -inf + 0j (|M| underflow) free of NaN
             tot += v
             mag += np.abs(v)
         return tot, mag
@@ -423,6 +424,10 @@ def delta_bounds(pld: ComposedPLD, eps: float, rtol: float = DEFAULT_RTOL) -> De
             break
         log_target = math.log(max(est, 1e-300)) + math.log(rtol) - math.log(8.0)
     lo = max(lo, _floor(eps))
+    # the Chernoff bound of the same pair is rigorous too: never certify anything weaker
+    log_ch = pld.chernoff_log_delta(c, eps) + pld.mgf_err
+    if log_ch < 0.0:
+        up = min(up, pld.p_inf + math.exp(log_ch))
     return DeltaBounds(eps, min(max(est, lo), up), lo, up, pld.direction, det)
 
 
@@ -443,7 +448,7 @@ def epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float = DEFAULT_RTOL) -
         return _solve(pld, delta, up_fn, lo_fn, None, {"exact": True})
     # the Chernoff bound of the composed pair, optimised over c, gives a valid bracket and the line
     d_fin = delta - pld.p_inf
-    hi, _ = _chernoff_eps_opt(pld, d_fin)
+    hi, c_ch = _chernoff_eps_opt(pld, d_fin)
     eps_ref = hi
     details: dict = {}
     result = None
@@ -463,8 +468,10 @@ def epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float = DEFAULT_RTOL) -
             break
         eps_ref = result.upper
     assert result is not None
-    return EpsilonBounds(delta, result.estimate, result.lower, result.upper, pld.direction,
-                         {**result.details, **details})
+    # the optimised Chernoff bound of the same pair (hi, including the log-MGF error) is rigorous too
+    upper = min(result.upper, hi + pld.mgf_err / c_ch)
+    return EpsilonBounds(delta, min(result.estimate, upper), min(result.lower, upper), upper,
+                         pld.direction, {**result.details, **details})
 
 
 def _chernoff_eps_opt(pld: ComposedPLD, d_fin: float) -> tuple[float, float]:
