@@ -179,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _load_extensions() -> None:
     import importlib
 
-    for mod in ("accountant.cli_dpsgd", "accountant.cli_audit"):
+    for mod in ("accountant.cli_dpsgd", "accountant.cli_audit", "accountant.cli_ptr"):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as exc:

@@ -6,7 +6,9 @@ See :mod:`mechanisms.base` for the contract and :mod:`mechanisms.registry` for p
 from .base import DIRECTIONS, RELATIONS, Mechanism, UnsupportedRoute
 from .gaussian import Gaussian
 from .gnmax import GNMax, SubsampledGNMax
+from .gnss import GNSS, GNSSUpperBound
 from .laplace import Laplace
+from .ptr import GeneralizedPTR, PTRRenyi
 from .randomized_response import ApproxDP, PureDP, RandomizedResponse
 from .registry import available, from_dict, get, register
 from .screening import NoisyScreening, PrivateKNN, SubsampledNoisyScreening
@@ -26,5 +28,6 @@ __all__ = [
     "GNMax", "SubsampledGNMax", "NoisyScreening", "SubsampledNoisyScreening", "PrivateKNN",
     "RandomStoppingSelection", "TruncatedRandomStoppingSelection", "HardStopSelection",
     "KnownThresholdSelection", "LaplaceSVT", "GaussianSVT", "GeneralizedSVT", "StageWiseSVT",
+    "GNSS", "GNSSUpperBound", "GeneralizedPTR", "PTRRenyi",
     "available", "from_dict", "get", "register",
 ]
