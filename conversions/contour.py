@@ -382,7 +382,9 @@ def _combine(pld: ComposedPLD, grid: _Grid | None, eps: float) -> tuple[float, f
         extra_lo = pld.atoms.merge_shift
     details: dict = {}
     if grid is None:
-        return base, max(base - extra_lo, 0.0), min(1.0, base + extra_up), details
+        # float64 summation of the atoms: a few ulps of relative error, added on the safe side
+        rnd = 1e-14 * base
+        return base, max(base - extra_lo - rnd, 0.0), min(1.0, base + extra_up + rnd), details
     log_scale, s, lo_err, up_err = grid.delta_r(eps)
 
     def unscale(x: float) -> float:  # x * e^{log_scale}, clamped to [0, 1] without overflow
@@ -396,14 +398,15 @@ def _combine(pld: ComposedPLD, grid: _Grid | None, eps: float) -> tuple[float, f
         r_up = 5e-324  # never report 0 when the bound is merely below the float range
     details = {"c": grid.c, "h": grid.h, "nodes": int(grid.t.size), "U": grid.u_trunc,
                "error_rel": (r_up - r_lo) / max(base + r_est, 1e-300)}
-    upper = min(1.0, base + r_up + extra_up)
-    lower = max(base - extra_lo + r_lo, 0.0)
+    upper = min(1.0, base * (1 + 1e-14) + r_up + extra_up)
+    lower = max(base * (1 - 1e-14) - extra_lo + r_lo, 0.0)
     est = min(max(base + r_est, lower), upper)
     return est, lower, upper, details
 
 
 def _floor(eps: float) -> float:
-    return max(0.0, -math.expm1(eps))
+    """(1 - e^eps)_+, the smallest possible delta at eps (0 for eps >= 0; no overflow)."""
+    return 0.0 if eps >= 0.0 else -math.expm1(eps)
 
 
 def delta_bounds(pld: ComposedPLD, eps: float, rtol: float = DEFAULT_RTOL) -> DeltaBounds:

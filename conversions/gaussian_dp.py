@@ -70,9 +70,19 @@ def gaussian_epsilon(delta: float, mu: float) -> tuple[float, float]:
     while f(eps) > 0.0:  # make the bound safe: move up until the certified delta is <= target
         eps += step
         step *= 2.0
-    # lower bracket for the error report
-    lo = root - 2 * xtol
-    return float(eps), float(max(eps - max(lo, 0.0), 0.0))
+    # lower end: the largest eps at which even the smallest possible delta still exceeds the target
+    def f_lo(e: float) -> float:
+        return gaussian_log_delta(e, mu) + math.log1p(-gaussian_error_factor(e, mu)) - ld
+
+    if f_lo(0.0) <= 0.0:
+        lo = 0.0
+    else:
+        lo = brentq(f_lo, 0.0, eps, xtol=xtol, rtol=1e-15, maxiter=500)
+        step = max(xtol, 1e-15 * max(1.0, lo))
+        while lo > 0.0 and f_lo(lo) < 0.0:
+            lo = max(lo - step, 0.0)
+            step *= 2.0
+    return float(eps), float(max(eps - lo, 0.0))
 
 
 def gaussian_delta_array(eps, mu: float) -> np.ndarray:
