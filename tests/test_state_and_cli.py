@@ -147,3 +147,15 @@ def test_cli_state_file_and_module_entry(tmp_path):
                           "--json"], capture_output=True, text=True, check=True).stdout
     d = json.loads(out)["delta"]
     assert math.isclose(d, _acct().delta(2.0), rel_tol=0, abs_tol=0)
+
+
+def test_readme_benchmark_table_is_the_generated_one(tmp_path):
+    from benchmarks.readme import END, START, splice
+
+    table = tmp_path / "t.md"
+    table.write_text("| a | b |\n|---|---|\n| 1 | 2 |\n")
+    readme = tmp_path / "R.md"
+    readme.write_text(f"intro\n{START}\nold\n{END}\noutro\n")
+    assert splice(table, readme) is True
+    assert readme.read_text() == f"intro\n{START}\n| a | b |\n|---|---|\n| 1 | 2 |\n{END}\noutro\n"
+    assert splice(table, readme) is False
