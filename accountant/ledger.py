@@ -71,7 +71,7 @@ class Ledger:
     @property
     def infinite_loss_mass(self) -> float:
         log_keep = sum(k * math.log1p(-m.infinite_loss_mass) for m, k in self._counts.items())
-        return -math.expm1(log_keep)
+        return max(0.0, -math.expm1(log_keep))
 
     @property
     def pld_available(self) -> bool:

@@ -187,14 +187,19 @@ class PrivacyAccountant:
                                        inf_mass=led.infinite_loss_mass, rule=rule)
             return _Route(r.value, None, r.value, "upper bound", {"alpha": r.alpha, "rule": rule})
         if method == "cf":
-            res = [contour.epsilon_bounds(self._pld(d), delta, self.rtol) for d in self._directions()]
-            worst = max(res, key=lambda r: r.upper)
-            lower = max(r.lower for r in res) if led.tight else None
-            bound = "exact" if worst.details.get("exact") else ("bracketed" if led.tight else "upper bound")
-            det = {"direction": worst.direction, **{k: v for k, v in worst.details.items()
-                                                      if isinstance(v, (int, float, str, bool))}}
-            return _Route(worst.upper, lower, max(r.estimate for r in res), bound, det)
+            return self._cf_route([contour.epsilon_bounds(self._pld(d), delta, self.rtol)
+                                   for d in self._directions()])
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+
+    def _cf_route(self, res: list) -> _Route:
+        """Worst direction of the characteristic-function route (bounds per direction in ``res``)."""
+        led = self._ledger
+        worst = max(res, key=lambda r: r.upper)
+        lower = max(r.lower for r in res) if led.tight else None
+        bound = "exact" if worst.details.get("exact") else ("bracketed" if led.tight else "upper bound")
+        det = {"direction": worst.direction, **{k: v for k, v in worst.details.items()
+                                                  if isinstance(v, (int, float, str, bool))}}
+        return _Route(worst.upper, lower, max(r.estimate for r in res), bound, det)
 
     def _delta_route(self, method: str, eps: float) -> _Route:
         led = self._ledger
@@ -214,13 +219,8 @@ class PrivacyAccountant:
                                          inf_mass=led.infinite_loss_mass, rule=rule)
             return _Route(r.value, None, r.value, "upper bound", {"alpha": r.alpha, "rule": rule})
         if method == "cf":
-            res = [contour.delta_bounds(self._pld(d), eps, self.rtol) for d in self._directions()]
-            worst = max(res, key=lambda r: r.upper)
-            lower = max(r.lower for r in res) if led.tight else None
-            bound = "exact" if worst.details.get("exact") else ("bracketed" if led.tight else "upper bound")
-            det = {"direction": worst.direction, **{k: v for k, v in worst.details.items()
-                                                      if isinstance(v, (int, float, str, bool))}}
-            return _Route(worst.upper, lower, max(r.estimate for r in res), bound, det)
+            return self._cf_route([contour.delta_bounds(self._pld(d), eps, self.rtol)
+                                   for d in self._directions()])
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
 
     def _select(self, method: str, fn) -> tuple[str, _Route, dict]:

@@ -118,7 +118,7 @@ class ComposedPLD:
             if not m.pld_available:
                 raise ValueError(f"{m.describe()} has no privacy-loss distribution")
         self.log_keep = sum(k * math.log1p(-m.infinite_loss_mass) for m, k in self.entries)
-        self.p_inf = -math.expm1(self.log_keep)
+        self.p_inf = max(0.0, -math.expm1(self.log_keep))
         self.mgf_err = sum(k * m.log_mgf_error for m, k in self.entries)
         self.max_order = min([m.max_mgf_order for m, _ in self.entries], default=math.inf)
         self._env_cache: dict = {}  # per-line envelope functions of this composition (query-local)
@@ -495,6 +495,19 @@ def _chernoff_eps_opt(pld: ComposedPLD, d_fin: float) -> tuple[float, float]:
     return max(float(res.fun), 0.0), c
 
 
+def _bisect(pred, a: float, b: float) -> tuple[float, float]:
+    """Bracket [a, b] of the switch point of a monotone predicate (False at a, True at b)."""
+    for _ in range(200):
+        mid = 0.5 * (a + b)
+        if pred(mid):
+            b = mid
+        else:
+            a = mid
+        if b - a <= 1e-13 * max(1.0, b):
+            break
+    return a, b
+
+
 def _solve(pld, delta, up_fn, lo_fn, hi, details) -> EpsilonBounds:
     ld = math.log(delta)
 
@@ -514,17 +527,8 @@ def _solve(pld, delta, up_fn, lo_fn, hi, details) -> EpsilonBounds:
             k += 1
             if k > 60:
                 raise FloatingPointError("could not bracket eps(delta)")
-        if pld.purely_atomic:
-            lo_b, hi_b = 0.0, hi_used
-            for _ in range(200):
-                mid = 0.5 * (lo_b + hi_b)
-                if f_up(mid) > 0:
-                    lo_b = mid
-                else:
-                    hi_b = mid
-                if hi_b - lo_b <= 1e-13 * max(1.0, hi_b):
-                    break
-            eps_up = hi_b
+        if pld.purely_atomic:  # a step function: bisection (brentq needs continuity)
+            eps_up = _bisect(lambda e: f_up(e) <= 0.0, 0.0, hi_used)[1]
         else:
             root = brentq(f_up, 0.0, hi_used, xtol=1e-13 * max(1.0, hi_used), rtol=1e-15, maxiter=300)
             eps_up = root
@@ -553,16 +557,7 @@ def _solve(pld, delta, up_fn, lo_fn, hi, details) -> EpsilonBounds:
         if f_lo(a) < 0.0:
             eps_lo = 0.0
         elif pld.purely_atomic:
-            b = eps_up
-            for _ in range(200):
-                mid = 0.5 * (a + b)
-                if f_lo(mid) >= 0:
-                    a = mid
-                else:
-                    b = mid
-                if b - a <= 1e-13 * max(1.0, b):
-                    break
-            eps_lo = a
+            eps_lo = _bisect(lambda e: f_lo(e) < 0.0, a, eps_up)[0]
         else:
             eps_lo = brentq(f_lo, a, eps_up, xtol=1e-13 * max(1.0, eps_up), rtol=1e-15, maxiter=300)
             step = 1e-14 * max(1.0, eps_lo)

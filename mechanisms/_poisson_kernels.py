@@ -79,12 +79,16 @@ def poisson_rdp_int(alphas, q, kv, mode):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
+def _logaddexp(a, b):  # pragma: no cover - compiled
+    if a > b:
+        return a + math.log1p(math.exp(b - a))
+    return b + math.log1p(math.exp(a - b))
+
+
+@njit(cache=True)
 def _ell(x, q, mu, lq, l1q):  # pragma: no cover - compiled
-    """l(x) = log(1 - q + q exp(mu x - mu^2/2)), stable."""
-    y = lq + mu * x - 0.5 * mu * mu
-    if y > l1q:
-        return y + math.log1p(math.exp(l1q - y))
-    return l1q + math.log1p(math.exp(y - l1q))
+    """l(x) = log(1 - q + q exp(mu x - mu^2/2)) = logaddexp(log(1-q), log q + mu x - mu^2/2)."""
+    return _logaddexp(l1q, lq + mu * x - 0.5 * mu * mu)
 
 
 @njit(cache=True)
@@ -318,7 +322,7 @@ def sl_middle_log_mgf(s_re, s_im, q, a, add):  # pragma: no cover - compiled
             for g in range(10):
                 x = (p + 0.5 + 0.5 * gx[g]) * h
                 y = lq + (2.0 * x - 1.0) * a
-                ell = y + math.log1p(math.exp(l1q - y)) if y > l1q else l1q + math.log1p(math.exp(y - l1q))
+                ell = _logaddexp(l1q, y)
                 f = -a * x + wr * ell
                 if f > fmax:
                     fmax = f
@@ -328,7 +332,7 @@ def sl_middle_log_mgf(s_re, s_im, q, a, add):  # pragma: no cover - compiled
             for g in range(10):
                 x = (p + 0.5 + 0.5 * gx[g]) * h
                 y = lq + (2.0 * x - 1.0) * a
-                ell = y + math.log1p(math.exp(l1q - y)) if y > l1q else l1q + math.log1p(math.exp(y - l1q))
+                ell = _logaddexp(l1q, y)
                 mag = math.exp(-a * x + wr * ell - fmax) * gw[g] * 0.5 * h
                 acc_re += mag * math.cos(wi * ell)
                 acc_im += mag * math.sin(wi * ell)
@@ -352,7 +356,7 @@ def sl_middle_tv(c, q, a, add, npts):  # pragma: no cover - compiled
     for i in range(npts + 1):
         x = i / npts
         y = lq + (2.0 * x - 1.0) * a
-        ell = y + math.log1p(math.exp(l1q - y)) if y > l1q else l1q + math.log1p(math.exp(y - l1q))
+        ell = _logaddexp(l1q, y)
         # L'(x) = 2 a q r / (1 - q + q r) = 2a exp(y - ell)
         lf = math.log(0.5 * a) - a * x + wr * ell - (math.log(2.0 * a) + y - ell)
         f = math.exp(lf)
