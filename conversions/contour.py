@@ -52,7 +52,7 @@ DEFAULT_RTOL = 1e-8
 MAX_NODES = 1 << 21
 # total work cap per grid: sum over distinct mechanisms of (node cost hint) x nodes.  When it binds the
 # truncation point is lowered and the (rigorous) bracket simply gets wider.
-WORK_BUDGET = float(1 << 22)
+WORK_BUDGET = float(1 << 25)
 _U64 = 1.1102230246251565e-16
 
 
