@@ -167,42 +167,6 @@ def sg_log_mgf(s_re, s_im, q, mu, add, dx_max, span):  # pragma: no cover - comp
 
 
 @njit(cache=True)
-def sg_tv_envelope(c, q, mu, add, dx):  # pragma: no cover - compiled
-    """Total variation (in the loss variable) of the e^{c L}-tilted density of L, for |M(c+it)| <= TV/|t|.
-
-    In x: M(c + it) = int g(x) e^{i t L(x)} dx with g = phi(x) e^{w l(x)}, L = +-l(x); substituting
-    u = L(x) gives a density f(u) = g / |l'(x)| that vanishes at both ends, so integrating by parts
-    |M(c + it)| <= TV(f) / |t| with TV(f) = int |d/dx (g / l')| dx (TV is invariant under monotone
-    reparametrisation).  Evaluated on a fine grid; the caller adds a safety margin.
-    """
-    lq = math.log(q)
-    l1q = math.log1p(-q)
-    half_log_2pi = 0.5 * math.log(2.0 * math.pi)
-    wr = -c if add else c + 1.0
-    reach = 16.0 + abs(wr) * mu
-    lo = -reach - 2.0 * mu
-    hi = reach + 3.0 * mu
-    m = int(math.ceil((hi - lo) / dx))
-    prev = 0.0
-    tv = 0.0
-    fmax = 0.0
-    for i in range(m + 1):
-        x = lo + i * dx
-        ell = _ell(x, q, mu, lq, l1q)
-        y = lq + mu * x - 0.5 * mu * mu
-        # l'(x) = mu q e^y / (1 - q + q e^y) = mu / (1 + (1-q) e^{-y} / q); log form
-        log_lp = math.log(mu) - math.log1p(math.exp(l1q - y)) if y > l1q - 700 else math.log(mu) + y - l1q
-        lf = -0.5 * x * x - half_log_2pi + wr * ell - log_lp
-        f = math.exp(lf) if lf < 700 else np.inf
-        if i > 0:
-            tv += abs(f - prev)
-        prev = f
-        if f > fmax:
-            fmax = f
-    return tv + prev  # + value at the right end (0 in exact arithmetic; keeps the bound honest)
-
-
-@njit(cache=True)
 def sg_envelope_constants(c, q, mu, add, dx, nbins):  # pragma: no cover - compiled
     """Constants of a rigorous decay bound on |M(c + it)| / M(c) for the subsampled Gaussian.
 

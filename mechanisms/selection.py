@@ -59,7 +59,7 @@ from typing import Any
 import numpy as np
 
 from . import _validate as V
-from .base import Mechanism
+from .base import Mechanism, UnsupportedRoute
 from .randomized_response import ApproxDP, PureDP
 from .registry import register
 
@@ -376,7 +376,7 @@ class _SelectionMechanism(Mechanism):
     pld_available = True
 
     def guarantee(self) -> SelectionGuarantee:  # pragma: no cover - abstract
-        raise NotImplementedError
+        raise UnsupportedRoute(f"{type(self).__name__} must define guarantee()")
 
     def _block(self) -> Mechanism:
         return self.guarantee().as_mechanism()
