@@ -278,7 +278,9 @@ def sl_middle_log_mgf(s_re, s_im, q, a, add):  # pragma: no cover - compiled
         else:
             wr = s_re[j] + 1.0
             wi = s_im[j]
-        panels = int(math.ceil(abs(wi) * 2.0 * a / 4.0)) + 4
+        # resolve both the oscillation (|Im w| l' <= 2a|Im w|) and the exponential growth of
+        # e^{Re w l(x) - a x} (rate <= a + 2a|Re w|): ~ 1/4 of a period or e-fold per panel of 10 nodes
+        panels = int(math.ceil((abs(wi) + abs(wr)) * 2.0 * a / 4.0 + a)) + 4
         h = 1.0 / panels
         # max of the real exponent over the nodes, for scaling
         fmax = -np.inf

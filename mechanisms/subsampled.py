@@ -312,8 +312,8 @@ class SubsampledLaplace(Mechanism):
         return 1e-13
 
     def mgf_cost(self, t_max: float) -> float:
-        # 10-point Gauss-Legendre panels, about |t| a / 4 + 4 of them; average over [0, t_max]
-        return 10.0 * (4.0 + self.a * t_max / 8.0)
+        # 10-point Gauss-Legendre panels, about (|t| + |Re s|) a / 2 + 4 of them; average over [0, t_max]
+        return 10.0 * (4.0 + self.a * t_max / 4.0)
 
     def _atom_losses(self) -> tuple[float, float]:
         q, a = self.sample_rate, self.a

@@ -306,12 +306,6 @@ def test_independent_of_line_c():
         assert est == pytest.approx(truth, rel=1e-7)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG (soundness): on far lines the error bound of a composition with atoms is under-reported: "
-    "SubsampledLaplace(scale=1, sample_rate=0.1), k=1, remove, eps=0.15 (exact 0.0018554969): c=936 gives "
-    "[0.0018472989, 0.0018498097] and c=1500 gives [0.00183828255278569, 0.00183828255278573] (the atom part "
-    "only, continuous part lost); c in {50, 200, 468} are correct.  The default plan currently avoids "
-    "these lines."))
 def test_independent_of_line_c_with_atoms():
     """Same as above for a mechanism with atoms next to eps: every admissible line gives a valid bracket."""
     from mechanisms import SubsampledLaplace
