@@ -377,6 +377,21 @@ def test_epsilon_valid_and_monotone_from_1e_30_to_0_1():
     assert all(lo_next <= up for up, lo_next in zip(ups, lows[1:], strict=False))
 
 
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG (tightness/speed, not soundness): few steps at a small sample rate: q=0.001, sigma=1, T=100, "
+    "delta=1e-5 certifies eps 0.2667 with lower bound 0.0285 after ~14 s, while the FFT oracle shows the "
+    "true eps is < 0.06 (the RDP route gives 0.636); delta(0.5) takes ~100 s.  The work cap truncates the "
+    "contour integral early and the bracket becomes very wide."))
+def test_small_sample_rate_few_steps_is_tight():
+    q, sigma, T, delta = 0.001, 1.0, 100, 1e-5
+    # independent oracle: the true eps(1e-5) is below 0.06 (both directions' rigorous upper delta < 1e-5)
+    assert max(ref.subsampled_gaussian_delta(0.06, q, sigma, T, d)[1] for d in ("remove", "add")) < delta
+    cert = PrivacyAccountant().step(sigma=sigma, sample_rate=q, steps=T).certificate(delta=delta, method="cf")
+    assert cert.epsilon <= 0.06
+    assert cert.epsilon - cert.lower_bound <= 1e-3 * cert.epsilon
+
+
 def test_large_epsilon_dpsgd():
     """A weak-noise DP-SGD run (eps ~ 137) stays finite, bracketed and below the RDP route (~277)."""
     acct = PrivacyAccountant().step(sigma=0.5, sample_rate=0.5, steps=100)
