@@ -143,6 +143,9 @@ def sg_log_mgf(s_re, s_im, q, mu, add, dx_max, span):  # pragma: no cover - comp
         dx = dx_max
         if osc > 0:
             dx = min(dx, 0.5 / osc)
+        # far lines: w l(x) has curvature up to |Re w| mu^2 / 4, which also limits the analyticity
+        # strip usable by the trapezoid rule; shrink the step accordingly
+        dx = min(dx, 0.5 / math.sqrt(1.0 + abs(wr) * mu * mu))
         m = int(math.ceil((b - a) / dx))
         if m < 64:
             m = 64

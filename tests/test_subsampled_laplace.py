@@ -40,3 +40,28 @@ def test_rdp_matches_tight_poisson_laplace_and_pure_cap():
     alphas = [1.5, 2.0, 7.0, 40.0]
     assert list(m.rdp(alphas)) == list(ref.rdp(alphas))
     assert m.pure_epsilon == pytest.approx(math.log1p(0.3 * math.expm1(0.5)), rel=1e-15)
+
+
+def test_subsampled_gaussian_log_mgf_on_far_lines_matches_mpmath():
+    """Far contour lines (large Re s) make w l(x) steeply curved; the quadrature must still be accurate
+    (the same failure class as the subsampled-Laplace far-line bug)."""
+    import mpmath as mp
+    import numpy as np
+
+    from mechanisms import SubsampledGaussian
+
+    mp.mp.dps = 30
+    sigma, q = 1.0, 0.1
+    m = SubsampledGaussian(sigma=sigma, sample_rate=q)
+    mu = 1.0 / sigma
+    for c, t, d in [(50.0, 0.0, "remove"), (200.0, 3.0, "remove"), (200.0, 3.0, "add")]:
+        w = (c + 1 + 1j * t) if d == "remove" else -(c + 1j * t)
+        peak = w.real * mu if d == "remove" else 0.0
+
+        def f(x, w=w):
+            return mp.npdf(x) * mp.exp(w * mp.log(1 - q + q * mp.exp(mu * x - mu * mu / 2)))
+
+        ref = complex(mp.log(mp.quad(f, [-mp.inf, -20, peak - 20, peak - 5, peak, peak + 5, peak + 20, mp.inf])))
+        got = complex(m.log_mgf(np.array([c + 1j * t]), d)[0])
+        assert abs(got.real - ref.real) <= 1e-11 * max(1.0, abs(ref.real))
+        assert abs(np.exp(1j * (got.imag - ref.imag)) - 1) <= 1e-9
