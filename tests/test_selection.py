@@ -240,7 +240,8 @@ def test_truncated_and_hard_stop_approx_candidates():
         assert hockey(lp, lq, gh.epsilon) <= gh.delta * (1 + 1e-9)
 
 
-@pytest.mark.parametrize("d1,g,t", [(1e-12, 0.01, 2000), (1e-6, 0.2, 50), (0.01, 0.5, 7), (1e-9, 1e-3, 30000)])
+@pytest.mark.parametrize("d1,g,t", [(1e-12, 0.01, 2000), (1e-6, 0.2, 50), (0.01, 0.5, 7),
+                                    (1e-9, 1e-3, 30000)])
 def test_truncated_delta_equals_bad_draw_probability(d1, g, t):
     """delta = 1 - E[(1 - delta1)^min(J, T)] (exact sum in mpmath); for T > 20000 an upper bound."""
     gm, s = mp.mpf(g), 1 - mp.mpf(d1)
