@@ -40,17 +40,16 @@ def _default_method(method: str | None) -> str:
     return "cf" if method is None else method
 
 
-def _bisect_log(f: Callable[[float], float], lo: float, hi: float, rtol: float) -> tuple[float, int]:
-    """Smallest x in [lo, hi] (log scale) with f(x) True, given f(hi) True and f(lo) False."""
-    n = 0
+def _bisect_log(f: Callable[[float], bool], lo: float, hi: float, rtol: float) -> tuple[float, float]:
+    """Bracket [lo, hi] (log scale, hi / lo <= 1 + rtol/2) of the switch of a monotone predicate
+    that is False at ``lo`` and True at ``hi``."""
     while hi / lo > 1.0 + rtol / 2:
         mid = math.sqrt(lo * hi)
-        n += 1
         if f(mid):
             hi = mid
         else:
             lo = mid
-    return hi, n
+    return lo, hi
 
 
 def calibrate_sigma(target_epsilon: float, delta: float, sample_rate: float, steps: int, *,
@@ -89,7 +88,7 @@ def calibrate_sigma(target_epsilon: float, delta: float, sample_rate: float, ste
         hi, lo = lo, lo / 2.0
         if lo < 1e-6:
             raise ValueError("target epsilon is reached with vanishing noise; check the parameters")
-    sigma, _ = _bisect_log(ok, lo, hi, rtol)
+    _, sigma = _bisect_log(ok, lo, hi, rtol)
     eps = _dpsgd_eps(sigma, q, steps, delta, method)
     return Calibration("sigma", sigma, eps, target, delta, evals + 1)
 
@@ -149,15 +148,7 @@ def max_sample_rate(target_epsilon: float, delta: float, sigma: float, steps: in
         lo /= 2.0
         if lo < 1e-12:
             return Calibration("sample_rate", 0.0, 0.0, target, delta, evals)
-    hi = min(1.0, lo * 2.0)
-    # bisection for the largest ok value: invert the predicate
-    n = 0
-    while hi / lo > 1.0 + rtol / 2:
-        mid = math.sqrt(lo * hi)
-        n += 1
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
+    # largest ok value: the predicate "not ok" switches from False (lo) to True (hi)
+    lo, _ = _bisect_log(lambda q: not ok(q), lo, min(1.0, lo * 2.0), rtol)
     return Calibration("sample_rate", lo, _dpsgd_eps(sigma, lo, steps, delta, method), target, delta,
                        evals + 1)

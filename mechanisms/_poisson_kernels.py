@@ -23,6 +23,18 @@ def _log_expm1(x):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
+def _log_term(a, l, k, lga, lq, l1q, mode):  # pragma: no cover - compiled
+    """log of the l-th non-negative summand of A - 1 (expm1 form; mode 1 uses 3 e^K - 1 for l >= 3)."""
+    if k < 0.0:
+        k = 0.0
+    if mode == 1 and l >= 3:
+        lk = LOG3 + k + math.log1p(-math.exp(-k) / 3.0)
+    else:
+        lk = _log_expm1(k)
+    return lga - math.lgamma(l + 1.0) - math.lgamma(a - l + 1.0) + (a - l) * l1q + l * lq + lk
+
+
+@njit(cache=True)
 def poisson_rdp_int(alphas, q, kv, mode):  # pragma: no cover - compiled
     """eps_sub(alpha) for integer orders ``alphas`` (int64 array, each >= 2).
 
@@ -39,17 +51,10 @@ def poisson_rdp_int(alphas, q, kv, mode):  # pragma: no cover - compiled
         m = -np.inf
         # first pass: max term
         for l in range(2, a + 1):
-            k = kv[l]
-            if k == np.inf:
+            if kv[l] == np.inf:
                 m = np.inf
                 break
-            if k < 0.0:
-                k = 0.0
-            if mode == 1 and l >= 3:
-                lk = LOG3 + k + math.log1p(-math.exp(-k) / 3.0)
-            else:
-                lk = _log_expm1(k)
-            v = lga - math.lgamma(l + 1.0) - math.lgamma(a - l + 1.0) + (a - l) * l1q + l * lq + lk
+            v = _log_term(a, l, kv[l], lga, lq, l1q, mode)
             if v > m:
                 m = v
         if m == np.inf:
@@ -60,14 +65,7 @@ def poisson_rdp_int(alphas, q, kv, mode):  # pragma: no cover - compiled
             continue
         acc = 0.0
         for l in range(2, a + 1):
-            k = kv[l]
-            if k < 0.0:
-                k = 0.0
-            if mode == 1 and l >= 3:
-                lk = LOG3 + k + math.log1p(-math.exp(-k) / 3.0)
-            else:
-                lk = _log_expm1(k)
-            v = lga - math.lgamma(l + 1.0) - math.lgamma(a - l + 1.0) + (a - l) * l1q + l * lq + lk
+            v = _log_term(a, l, kv[l], lga, lq, l1q, mode)
             acc += math.exp(v - m)
         lam1 = m + math.log(acc)  # log(A - 1)
         # log(1 + e^lam1) / (alpha - 1)
