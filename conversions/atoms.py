@@ -20,6 +20,7 @@ from scipy.special import gammaln
 
 LOG_PRUNE = -690.0  # exp(-690) ~ 1e-300
 MAX_ATOMS = 400_000  # above this we stop separating atoms (the contour still handles them)
+_PRUNED_MASS = 3e-300  # > e^{LOG_PRUNE} = 2.2e-300: a bound on the mass of each pruned atom
 MERGE_DECIMALS = 11  # losses equal to 1e-11 are merged onto the larger loss (safe side)
 
 
@@ -41,6 +42,12 @@ def _merge_prune(losses: np.ndarray, logw: np.ndarray, dropped: float, shift: fl
     if losses.size == 0:
         return Atoms(losses, logw, dropped, shift)
     keys = np.round(losses, MERGE_DECIMALS)
+    if keys.size > 1 and (np.all(keys[1:] > keys[:-1]) or np.all(keys[1:] < keys[:-1])):
+        # already distinct (e.g. a binomial power): nothing to merge
+        keep = logw >= LOG_PRUNE
+        if not keep.all():
+            dropped += _PRUNED_MASS * float(np.count_nonzero(~keep))
+        return Atoms(losses[keep], logw[keep], dropped, shift)
     order = np.argsort(keys, kind="stable")
     keys, losses, logw = keys[order], losses[order], logw[order]
     starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
@@ -52,10 +59,17 @@ def _merge_prune(losses: np.ndarray, logw: np.ndarray, dropped: float, shift: fl
     new_w = m + np.log(np.add.reduceat(np.exp(logw - np.repeat(m, counts)), starts))
     keep = new_w >= LOG_PRUNE
     if not keep.all():
-        dropped += float(np.sum(np.exp(new_w[~keep])))
-        # exp underflows to 0 for masses < 1e-308; count those as 1e-300 each (safe side)
-        dropped += 1e-300 * float(np.count_nonzero(~keep))
+        dropped += _PRUNED_MASS * float(np.count_nonzero(~keep))
     return Atoms(new_l[keep], new_w[keep], dropped, shift)
+
+
+def _merge_prune_sorted(losses: np.ndarray, logw: np.ndarray, dropped: float, shift: float) -> Atoms:
+    """Prune only (the losses are known to be distinct)."""
+    keep = logw >= LOG_PRUNE
+    if not keep.all():
+        dropped += _PRUNED_MASS * float(np.count_nonzero(~keep))
+        losses, logw = losses[keep], logw[keep]
+    return Atoms(losses, logw, dropped, shift)
 
 
 def single(losses: np.ndarray, masses: np.ndarray) -> Atoms:
@@ -69,6 +83,12 @@ def convolve(a: Atoms, b: Atoms) -> Atoms | None:
     """Atoms of the product measure (losses add); ``None`` if the support would be too large."""
     if a.size * b.size > 40 * MAX_ATOMS:
         return None
+    if a.size == 1 or b.size == 1:
+        one, other = (a, b) if a.size == 1 else (b, a)
+        dropped = a.dropped_mass + b.dropped_mass + a.dropped_mass * b.dropped_mass
+        # a point mass only shifts and scales: no merging needed
+        return _merge_prune_sorted(other.losses + one.losses[0], other.logw + one.logw[0], dropped,
+                                   max(a.merge_shift, b.merge_shift))
     losses = np.add.outer(a.losses, b.losses).ravel()
     logw = np.add.outer(a.logw, b.logw).ravel()
     # dropped mass of a product: (Wa + da)(Wb + db) - Wa Wb <= da*(Wb+db) + db*(Wa+da), Wa, Wb <= 1
@@ -79,8 +99,16 @@ def convolve(a: Atoms, b: Atoms) -> Atoms | None:
     return out
 
 
-def power(a: Atoms, k: int) -> Atoms | None:
-    """k-fold product of an atomic measure (binomial closed form for two atoms)."""
+def log_factorials(n: int) -> np.ndarray:
+    """log(j!) for j = 0..n (scipy's gammaln, accurate to a few ulps)."""
+    return gammaln(np.arange(n + 1, dtype=float) + 1.0)
+
+
+def power(a: Atoms, k: int, log_fact: np.ndarray | None = None) -> Atoms | None:
+    """k-fold product of an atomic measure (binomial closed form for two atoms).
+
+    ``log_fact`` (optional, length > k): a table of log(j!) shared by several powers.
+    """
     if k == 0:
         return Atoms(np.array([0.0]), np.array([0.0]))
     if a.size == 0:
@@ -89,11 +117,12 @@ def power(a: Atoms, k: int) -> Atoms | None:
         return _merge_prune(a.losses * k, a.logw * k, 0.0, 0.0)
     if a.size == 2:
         j = np.arange(k + 1, dtype=float)
-        logc = gammaln(k + 1.0) - gammaln(j + 1.0) - gammaln(k - j + 1.0)
+        lf = log_fact if log_fact is not None and log_fact.size > k else log_factorials(k)
+        logc = lf[k] - lf[: k + 1] - lf[k::-1]
         logw = logc + j * a.logw[0] + (k - j) * a.logw[1]
         losses = j * a.losses[0] + (k - j) * a.losses[1]
         keep = logw >= LOG_PRUNE
-        dropped = float(np.sum(np.exp(logw[~keep]))) + 1e-300 * float(np.count_nonzero(~keep))
+        dropped = _PRUNED_MASS * float(np.count_nonzero(~keep))
         if np.count_nonzero(keep) > MAX_ATOMS:
             return None
         return _merge_prune(losses[keep], logw[keep], dropped, 0.0)

@@ -46,6 +46,7 @@ from scipy.optimize import brentq, minimize_scalar
 from mechanisms.base import Mechanism, check_direction
 
 from . import atoms as atoms_mod
+from . import pieces as pieces_mod
 from ._kernels import trapezoid_sum
 
 DEFAULT_RTOL = 1e-8
@@ -64,6 +65,13 @@ def _log_expm1(x: float) -> float:
     if x <= 0:
         return -math.inf
     return x + math.log1p(-math.exp(-x)) if x > 30 else math.log(math.expm1(x))
+
+
+def _phi(w: float, n: int) -> float:
+    """e^w - sum_{m<n} w^m / m! for w >= 0 (series below 1, rounded up)."""
+    if w < 1.0:
+        return sum(w ** m / math.factorial(m) for m in range(n, n + 30)) * (1.0 + 1e-14)
+    return math.exp(w) - sum(w ** m / math.factorial(m) for m in range(n))
 
 
 def _log_sub(a: float, b: float) -> float:
@@ -133,18 +141,51 @@ class ComposedPLD:
         self.has_atoms = all_atomic and bool(self.entries)
         self.atoms: atoms_mod.Atoms | None = None
         self.atoms_exact = False
+        powers: dict = {}  # (entry, exponent) -> Atoms, reused by the closed-form terms below
+        log_fact = None
         if self.has_atoms:
             comp: atoms_mod.Atoms | None = atoms_mod.Atoms(np.array([0.0]), np.array([0.0]))
-            for (l, w), (_, k) in zip(self._atoms_j, self.entries, strict=True):
-                pk = atoms_mod.power(atoms_mod.single(l, w), k)
+            log_fact = atoms_mod.log_factorials(max(k for _, k in self.entries))
+            for j, ((l, w), (_, k)) in enumerate(zip(self._atoms_j, self.entries, strict=True)):
+                pk = powers[j, k] = atoms_mod.power(atoms_mod.single(l, w), k, log_fact)
                 comp = None if (pk is None or comp is None) else atoms_mod.convolve(comp, pk)
                 if comp is None:
                     break
             self.atoms = comp
             self.atoms_exact = comp is not None
-        # purely atomic composition: the contour part vanishes identically
-        self.purely_atomic = self.atoms_exact and all(
-            m.log_continuous_envelope(1.0, 0.0, direction) == -math.inf for m, _ in self.entries)
+        # low-order terms (one or two continuous factors with exponential-piece densities, times the
+        # atoms of every other factor) are integrated in closed form (conversions.pieces): they are
+        # the slowly decaying (1/|t|, 1/|t|^2) part of the remainder
+        self.closed_terms: list = []
+        self.closed_order = 0
+        self._pieces_j = [None] * len(self.entries)
+        if self.atoms_exact:
+            for j, (m, _) in enumerate(self.entries):
+                pc = m.pld_exp_pieces(direction)
+                if pc is not None:
+                    self._pieces_j[j] = pieces_mod.check_pieces(pc, m.describe())
+            if any(p is not None for p in self._pieces_j):
+                self.closed_terms, self.closed_order = pieces_mod.build_terms(
+                    [k for _, k in self.entries], self._atoms_j, self._pieces_j, powers, log_fact)
+        self._closed_set = {i for i, p in enumerate(self._pieces_j) if p is not None} \
+            if self.closed_order else set()
+        cont = [(j, k) for j, (m, k) in enumerate(self.entries)
+                if m.log_continuous_envelope(1.0, 0.0, direction) > -math.inf]
+        n_cont = sum(k for _, k in cont)
+        # no contour part: purely atomic, or atoms plus at most `closed_order` piece factors
+        self.purely_atomic = self.atoms_exact and (
+            n_cont == 0 or (n_cont <= self.closed_order and all(j in self._closed_set for j, _ in cont)))
+
+    def log_closed_mgf(self, s: np.ndarray, log_a: list[np.ndarray] | None = None) -> np.ndarray:
+        """log of the MGF of the closed-form low-order terms (``-inf`` when there are none)."""
+        from mechanisms._numerics import exp_pieces_log_mgf
+
+        s = np.asarray(s, dtype=complex)
+        if not self.closed_terms:
+            return np.full(s.shape, -np.inf + 0j)
+        log_a = self.log_atoms_j(s) if log_a is None else log_a
+        log_c = {i: exp_pieces_log_mgf(s, *self._pieces_j[i]) for i in self._closed_set}
+        return pieces_mod.log_mgf(self.closed_terms, s, log_a, log_c)
 
     def work(self, u: float, h: float) -> float:
         """Estimated cost of evaluating the composed MGF at the nodes 0, h, ..., u."""
@@ -166,19 +207,31 @@ class ComposedPLD:
     def log_mgf_real(self, c: float) -> float:
         if c >= self.max_order:
             return math.inf
-        v = float(np.real(self.log_mgf(np.array([complex(c)]))[0][0]))
+        v = 0.0
+        for m, k in self.entries:
+            lm = m.log_mgf_real(c, self.direction)
+            if lm == -math.inf:
+                return -math.inf
+            v += k * lm
         return v if not math.isnan(v) else math.inf
 
-    def log_atoms_mgf(self, s: np.ndarray) -> np.ndarray:
-        """sum_j k_j log A_j(s) (``-inf`` real part when some mechanism has no atoms)."""
+    def log_atoms_j(self, s: np.ndarray) -> list[np.ndarray]:
+        """[log A_j(s)] for every entry (each mechanism's own atoms)."""
         from mechanisms._numerics import discrete_log_mgf
 
         s = np.asarray(s, dtype=complex)
+        return [discrete_log_mgf(s, l, w) if len(l) else np.full(s.shape, -np.inf + 0j)
+                for l, w in self._atoms_j]
+
+    def log_atoms_mgf(self, s: np.ndarray, log_a: list[np.ndarray] | None = None) -> np.ndarray:
+        """sum_j k_j log A_j(s) (``-inf`` real part when some mechanism has no atoms)."""
+        s = np.asarray(s, dtype=complex)
         if not self.has_atoms:
             return np.full(s.shape, -np.inf + 0j)
+        log_a = self.log_atoms_j(s) if log_a is None else log_a
         tot = np.zeros(s.shape, dtype=complex)
-        for (l, w), (_, k) in zip(self._atoms_j, self.entries, strict=True):
-            tot += k * discrete_log_mgf(s, l, w)
+        for la, (_, k) in zip(log_a, self.entries, strict=True):
+            tot += k * la
         return tot
 
     def _env_fn(self, m: Mechanism, c: float):
@@ -191,23 +244,54 @@ class ComposedPLD:
     def log_env_r(self, c: float, t: float) -> float:
         """log of a bound on |M_R(c + it')| for all |t'| >= t (non-increasing in t).
 
-        |prod_j (a_j + b_j)^{k_j} - prod_j a_j^{k_j}| <= prod_j (|a_j| + |b_j|)^{k_j} - prod_j |a_j|^{k_j}
-        with |A_j(c + it)| <= A_j(c) and |C_j(c + it')| <= envelope_j(t).
+        M_R = prod_j (A_j + C_j)^{k_j} - prod_j A_j^{k_j} - F (F: the closed-form first-order terms).
+        Expanding the product, every remaining term is a monomial with non-negative coefficients in
+        (A_j, C_j), so with |A_j(c + it)| <= a_j = A_j(c) and |C_j(c + it')| <= b_j = envelope_j(t):
+        |M_R| <= prod_j a_j^{k_j} T,  T = prod_j (1 + x_j)^{k_j} - 1 - sum_{i in F} k_i x_i,  x = b / a.
+        (and minus the order-2 terms (y^2 - sum_F k x^2) / 2 when those are closed-form too).  T is
+        evaluated directly when that does not cancel and otherwise bounded, coefficient-wise from
+        prod (1 + x)^k <= e^{sum k x}, by e^z (e^y - 1 - y) + (e^z - 1)(1 + y) (order 1) or
+        phi_3(y + z) + z + y z + z^2 / 2 (order 2); y = sum_F k x, z = the rest, phi_n = e^w - sum_{<n}.
         """
+        log_a, log_b = [], []
+        for (l, w), (m, _) in zip(self._atoms_j, self.entries, strict=True):
+            log_a.append(float(np.logaddexp.reduce(np.log(w) + c * l)) if len(l) else -math.inf)
+            log_b.append(float(self._env_fn(m, c)(t)))
+        # |M_R(c+it)| <= (M - A)(c) for every t (R is a non-negative measure, part of M - A)
+        la = sum(k * v for v, (_, k) in zip(log_a, self.entries, strict=True)) if self.has_atoms \
+            else -math.inf
+        m_r = _log_sub(self.log_mgf_real(c), la)
+        fo = self._closed_set
+        lx = [lb - la_j for lb, la_j in zip(log_b, log_a, strict=True)]
+        if fo and max(lx) < 30.0:
+            x = [math.exp(v) for v in lx]
+            ks = [k for _, k in self.entries]
+            big_s = sum(k * math.log1p(xj) for k, xj in zip(ks, x, strict=True))
+            y = sum(ks[i] * x[i] for i in fo)
+            z = sum(ks[j] * x[j] for j in range(len(x)) if j not in fo)
+            if big_s > 30.0:  # T < e^S, and the subtracted terms are negligible at this size
+                return min(la + big_s, m_r)
+            em = math.expm1(big_s)
+            if self.closed_order >= 2:
+                # the subtracted order-2 terms: sum over pairs of distinct copies = (y^2 - sum k x^2) / 2
+                y2 = 0.5 * (y * y - sum(ks[i] * x[i] * x[i] for i in fo))
+                t1 = em - y - y2 + 1e-13 * (em + y + y2)
+                w = y + z
+                t2 = _phi(w, 3) + z + y * z + 0.5 * z * z if w < 700.0 else math.inf
+            else:
+                t1 = em - y + 1e-13 * (em + y)
+                t2 = (math.exp(z) * _phi(y, 2) + math.expm1(z) * (1.0 + y)
+                      if max(y, z) < 700.0 else math.inf)
+            tt = min(t1, t2)
+            bound = la + math.log(tt) if tt > 0.0 else -math.inf
+            return min(bound, m_r)
         lt = 0.0
-        la = 0.0 if self.has_atoms else -math.inf
-        for (l, w), (m, k) in zip(self._atoms_j, self.entries, strict=True):
-            log_a = float(np.logaddexp.reduce(np.log(w) + c * l)) if len(l) else -math.inf
-            log_env = self._env_fn(m, c)(t)
-            tot = np.logaddexp(log_a, log_env)
+        for lav, lb, (_, k) in zip(log_a, log_b, self.entries, strict=True):
+            tot = float(np.logaddexp(lav, lb))
             if tot == -math.inf:
                 return -math.inf
-            lt += k * float(tot)
-            la = la + k * log_a if la > -math.inf else -math.inf
-        bound = _log_sub(lt, la)
-        # |M_R(c+it)| <= M_R(c) for every t (R is a non-negative measure)
-        m_r = _log_sub(self.log_mgf_real(c), la)
-        return min(bound, m_r)
+            lt += k * tot
+        return min(_log_sub(lt, la), m_r)
 
     # ------------------------------------------------------------------ choice of the line
     def saddle(self, eps: float) -> float:
@@ -297,7 +381,7 @@ def _best_plan(pld: ComposedPLD, eps_ref: float, log_target: float) -> _Plan:
 
     g0 = g(c0)
     best = _plan(pld, c0, eps_ref, log_target)
-    if best is not None and best.nodes <= 300 and pld.work(best.u, best.h) <= WORK_BUDGET / 2:
+    if best is not None and best.nodes <= 2048 and pld.work(best.u, best.h) <= WORK_BUDGET / 2:
         return best  # the saddle line is cheap and uncapped: skip the search (each plan costs envelopes)
     for c in sorted({c0 * f for f in (2.0, 4.0)} | {1.0, 2.0, 4.0}):
         if c <= 0 or c >= pld.max_order or (c != c0 and g(c) - g0 > math.log(1e4)):
@@ -330,10 +414,15 @@ class _Grid:
         logm, mag = pld.log_mgf(s)
         r = np.exp(logm - self.shift)
         mag_nodes = np.abs(r)
+        log_a = pld.log_atoms_j(s) if pld.has_atoms else None
         if pld.has_atoms:
-            a_part = np.exp(pld.log_atoms_mgf(s) - self.shift)
+            a_part = np.exp(pld.log_atoms_mgf(s, log_a) - self.shift)
             mag_nodes = mag_nodes + np.abs(a_part)  # rounding is relative to the terms, not the difference
             r = r - a_part
+        if pld.closed_terms:
+            f_part = np.exp(pld.log_closed_mgf(s, log_a) - self.shift)
+            mag_nodes = mag_nodes + np.abs(f_part)
+            r = r - f_part
         self.r_re = np.ascontiguousarray(r.real)
         self.r_im = np.ascontiguousarray(r.imag)
         kern = 1.0 / np.abs(s * (s + 1.0))
@@ -382,6 +471,12 @@ def _combine(pld: ComposedPLD, grid: _Grid | None, eps: float) -> tuple[float, f
         # pruned atoms (upper side) and merged losses (moved up by <= merge_shift: lower side)
         extra_up = pld.atoms.dropped_mass
         extra_lo = pld.atoms.merge_shift
+        if pld.closed_terms:
+            lf, f_up, f_lo = pieces_mod.log_delta(pld.closed_terms, eps)
+            if lf > -math.inf:
+                base += math.exp(lf)
+            extra_up += f_up
+            extra_lo += f_lo
     details: dict = {}
     if grid is None:
         # float64 summation of the atoms: a few ulps of relative error, added on the safe side
@@ -407,15 +502,15 @@ def _combine(pld: ComposedPLD, grid: _Grid | None, eps: float) -> tuple[float, f
 
 
 def _floor(eps: float) -> float:
-    """(1 - e^eps)_+, the smallest possible delta at eps (0 for eps >= 0; no overflow)."""
-    return 0.0 if eps >= 0.0 else -math.expm1(eps)
+    """(1 - e^eps)_+, the smallest possible delta at eps (0 for eps >= 0; no overflow), rounded down."""
+    return 0.0 if eps >= 0.0 else -math.expm1(eps) * (1.0 - 4 * _U64)
 
 
 def delta_bounds(pld: ComposedPLD, eps: float, rtol: float = DEFAULT_RTOL) -> DeltaBounds:
     """Certified bracket on delta(eps) of the composed pair (one direction)."""
     if not pld.entries:
         f = _floor(eps)
-        return DeltaBounds(eps, f, f, f, pld.direction)
+        return DeltaBounds(eps, f, f, min(1.0, f * (1.0 + 8 * _U64)), pld.direction)
     if pld.purely_atomic:
         est, lo, up, det = _combine(pld, None, eps)
         return DeltaBounds(eps, est, max(lo, _floor(eps)), up, pld.direction, {"exact": True})
@@ -444,10 +539,13 @@ def epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float = DEFAULT_RTOL) -
     if not pld.entries:
         return EpsilonBounds(delta, 0.0, 0.0, 0.0, pld.direction)
     if pld.purely_atomic:
+        comb = _memo(lambda e: _combine(pld, None, e))
+
         def up_fn(e):
-            return _combine(pld, None, e)[2]
+            return comb(e)[2]
+
         def lo_fn(e):
-            return _combine(pld, None, e)[1]
+            return comb(e)[1]
 
         # the atoms give a step function: bisection on the upper bound
         return _solve(pld, delta, up_fn, lo_fn, None, {"exact": True})
@@ -460,14 +558,16 @@ def epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float = DEFAULT_RTOL) -
     for _ in range(3):
         grid = _Grid(pld, _best_plan(pld, eps_ref, math.log(delta) + math.log(rtol) - math.log(8.0)))
 
-        def up_fn(e, _g=grid):
-            return _combine(pld, _g, e)[2]
+        comb = _memo(lambda e, _g=grid: _combine(pld, _g, e))
 
-        def lo_fn(e, _g=grid):
-            return _combine(pld, _g, e)[1]
+        def up_fn(e, _c=comb):
+            return _c(e)[2]
 
-        result = _solve(pld, delta, up_fn, lo_fn, hi, details)
-        det = _combine(pld, grid, result.upper)[3]
+        def lo_fn(e, _c=comb):
+            return _c(e)[1]
+
+        result = _solve(pld, delta, up_fn, lo_fn, hi, details, slope=c_ch)
+        det = comb(result.upper)[3]
         details = {**det, "chernoff_eps": hi}
         if result.upper - result.lower <= 1e3 * rtol * max(result.upper, 1e-12) or result.upper == 0.0:
             break
@@ -477,6 +577,19 @@ def epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float = DEFAULT_RTOL) -
     upper = min(result.upper, hi + pld.mgf_err / c_ch)
     return EpsilonBounds(delta, min(result.estimate, upper), min(result.lower, upper), upper,
                          pld.direction, {**result.details, **details})
+
+
+def _memo(fn):
+    """fn with its results kept for this query (root finders revisit the same points)."""
+    seen: dict = {}
+
+    def wrapped(e: float):
+        e = float(e)
+        if e not in seen:
+            seen[e] = fn(e)
+        return seen[e]
+
+    return wrapped
 
 
 def _chernoff_eps_opt(pld: ComposedPLD, d_fin: float) -> tuple[float, float]:
@@ -508,34 +621,73 @@ def _bisect(pred, a: float, b: float) -> tuple[float, float]:
     return a, b
 
 
-def _solve(pld, delta, up_fn, lo_fn, hi, details) -> EpsilonBounds:
+def _bracket_above(f_up, hi: float) -> float:
+    """A point >= hi where f_up <= 0 (f_up is non-increasing up to rounding)."""
+    k = 0
+    while f_up(hi) > 0.0:
+        hi = hi * 1.5 + 1.0
+        k += 1
+        if k > 60:
+            raise FloatingPointError("could not bracket eps(delta)")
+    return hi
+
+
+def _upper_root_bisect(pld, f_up, hi: float) -> float:
+    if f_up(0.0) <= 0.0:
+        return 0.0
+    hi_used = _bracket_above(f_up, hi)
+    if pld.purely_atomic:  # possibly a step function: bisection (brentq needs continuity)
+        return _bisect(lambda e: f_up(e) <= 0.0, 0.0, hi_used)[1]
+    return _certify_up(f_up, brentq(f_up, 0.0, hi_used, xtol=1e-11 * max(1.0, hi_used), rtol=1e-12,
+                                    maxiter=300))
+
+
+def _upper_root_smooth(f_up, hi: float, slope: float) -> float:
+    """Smallest eps >= 0 with f_up(eps) <= 0 for a smooth f_up = log delta_up - log delta.
+
+    Near the root log delta(eps) falls with slope about -c (c: the Chernoff-optimal line), so Newton
+    steps with that slope from the Chernoff bound give a tight bracket for brentq in one or two calls.
+    """
+    b = _bracket_above(f_up, hi)
+    a = None
+    for _ in range(4):
+        x = b + f_up(b) / max(slope, 1e-12) * 1.02  # overshoot slightly so that x is below the root
+        if x <= 0.0:
+            break
+        if f_up(x) > 0.0:
+            a = x
+            break
+        b = x
+    if a is None:
+        if f_up(0.0) <= 0.0:
+            return 0.0
+        a = 0.0
+    return _certify_up(f_up, brentq(f_up, a, b, xtol=1e-11 * max(1.0, b), rtol=1e-12, maxiter=300))
+
+
+def _certify_up(f_up, root: float) -> float:
+    """Move a root estimate up until f_up <= 0 there (a certified upper bound)."""
+    eps_up = root
+    step = 1e-14 * max(1.0, root)
+    while f_up(eps_up) > 0.0:
+        eps_up += step
+        step *= 2
+    return eps_up
+
+
+def _solve(pld, delta, up_fn, lo_fn, hi, details, slope: float | None = None) -> EpsilonBounds:
     ld = math.log(delta)
 
     def f_up(e):
         u = up_fn(e)
         return (math.log(u) if u > 0 else -800.0) - ld
 
-    if f_up(0.0) <= 0.0:
-        eps_up = 0.0
+    if hi is None or not math.isfinite(hi):
+        hi = 1.0
+    if pld.purely_atomic or slope is None:
+        eps_up = _upper_root_bisect(pld, f_up, hi)
     else:
-        if hi is None or not math.isfinite(hi):
-            hi = 1.0
-        hi_used = hi
-        k = 0
-        while f_up(hi_used) > 0.0:
-            hi_used = hi_used * 1.5 + 1.0
-            k += 1
-            if k > 60:
-                raise FloatingPointError("could not bracket eps(delta)")
-        if pld.purely_atomic:  # a step function: bisection (brentq needs continuity)
-            eps_up = _bisect(lambda e: f_up(e) <= 0.0, 0.0, hi_used)[1]
-        else:
-            root = brentq(f_up, 0.0, hi_used, xtol=1e-13 * max(1.0, hi_used), rtol=1e-15, maxiter=300)
-            eps_up = root
-            step = 1e-14 * max(1.0, root)
-            while f_up(eps_up) > 0.0:
-                eps_up += step
-                step *= 2
+        eps_up = _upper_root_smooth(f_up, hi, slope)
     # lower bound: largest eps with delta_lower(eps) >= delta
     def f_lo(e):
         v = lo_fn(e)
@@ -556,6 +708,8 @@ def _solve(pld, delta, up_fn, lo_fn, hi, details) -> EpsilonBounds:
             a = 0.0
         if f_lo(a) < 0.0:
             eps_lo = 0.0
+        elif eps_up - a <= 4.1e-9 * max(1.0, eps_up):
+            eps_lo = a  # a bracket of relative width <= 4e-9 already: refining it is not worth the calls
         elif pld.purely_atomic:
             eps_lo = _bisect(lambda e: f_lo(e) < 0.0, a, eps_up)[0]
         else:

@@ -105,9 +105,25 @@ class Mechanism:
         raise UnsupportedRoute(
             f"{type(self).__name__} has no privacy-loss distribution; use method='rdp'")
 
+    def log_mgf_real(self, c: float, direction: str = "remove") -> float:
+        """``log_mgf`` at one real point c (the line search calls it often; override with a scalar form)."""
+        return float(np.real(self.log_mgf(np.array([complex(c)]), direction)[0]))
+
     def pld_atoms(self, direction: str = "remove") -> tuple[np.ndarray, np.ndarray]:
         """Finite atoms (losses, masses) of the P-measure of the privacy loss (default: none)."""
         return np.empty(0), np.empty(0)
+
+    def pld_exp_pieces(self, direction: str = "remove"):
+        """Optional exact form of the continuous part of the P-measure of the privacy loss.
+
+        ``None`` (default) or arrays ``(lo, hi, log_w, rate)`` such that the continuous part has the
+        density ``sum_q exp(log_w_q + rate_q l)`` on ``[lo_q, hi_q]`` (``lo_q < hi_q``,
+        ``0 <= rate_q <= 1``).  When given, the characteristic-function route integrates every
+        composed term with a single continuous factor in closed form (these terms decay only like
+        1/|t| on the contour), which makes Laplace-type compositions cheap.  It must agree exactly
+        with ``log_mgf`` minus the atoms.
+        """
+        return None
 
     def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
         """log of an upper bound on |M(c + i t') - A(c + i t')| for all |t'| >= t (non-increasing in t).

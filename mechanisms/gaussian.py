@@ -63,6 +63,10 @@ class Gaussian(Mechanism):
         s = as_complex_array(s)
         return s * (s + 1.0) * (self.mu**2 / 2.0)
 
+    def log_mgf_real(self, c: float, direction: str = "remove") -> float:
+        check_direction(direction)
+        return c * (c + 1.0) * (self.mu**2 / 2.0)
+
     def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
         # |M(c + it)| = exp((c^2 + c - t^2) mu^2 / 2): exact modulus, decreasing in |t|.
         return (c * c + c - t * t) * self.mu**2 / 2.0

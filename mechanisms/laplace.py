@@ -20,26 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _validate as V
+from ._numerics import one_minus_exp_over as _g
 from .base import Mechanism, as_complex_array, check_direction
 from .registry import register
-
-
-def _g(w: np.ndarray) -> np.ndarray:
-    """(1 - e^{-w}) / w for complex w, with a series near 0 (removable singularity)."""
-    w = np.asarray(w, dtype=complex)
-    out = np.empty_like(w)
-    small = np.abs(w) < 0.1
-    ws = w[small]
-    # 1 - w/2 + w^2/6 - w^3/24 + ... = sum_{n>=0} (-w)^n / (n+1)!
-    acc = np.zeros_like(ws)
-    term = np.ones_like(ws)
-    for n in range(12):
-        acc += term / math.factorial(n + 1)
-        term = term * (-ws)
-    out[small] = acc
-    wl = w[~small]
-    out[~small] = (1.0 - np.exp(-wl)) / wl
-    return out
 
 
 @register
@@ -93,14 +76,36 @@ class Laplace(Mechanism):
         bracket = 0.5 + 0.5 * np.exp(-a - 2.0 * s * a) + 0.5 * a * _g((2.0 * s + 1.0) * a)
         return s * a + np.log(bracket)
 
+    def log_mgf_real(self, c: float, direction: str = "remove") -> float:
+        check_direction(direction)
+        a = self.a
+        w = (2.0 * c + 1.0) * a
+        g = -math.expm1(-w) / w if w > 1e-12 else 1.0 - 0.5 * w
+        return c * a + math.log(0.5 + 0.5 * math.exp(-a - 2.0 * c * a) + 0.5 * a * g)
+
     def pld_atoms(self, direction: str = "remove") -> tuple[np.ndarray, np.ndarray]:
         a = self.a
         return np.array([a, -a]), np.array([0.5, 0.5 * math.exp(-a)])
 
-    def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
+    def pld_exp_pieces(self, direction: str = "remove"):
         a = self.a
-        # C(c) (the t = 0 value, valid for every t) and the 1/|t| decay bound, both times e^{c a}
-        g_real = float(np.real(_g(np.array([(2 * c + 1) * a]))[0]))
-        log_c0 = math.log(0.5 * a * g_real)
-        log_decay = math.log1p(math.exp(-(2 * c + 1) * a)) - math.log(2.0 * math.hypot(2 * c + 1, 2 * t))
-        return c * a + min(log_c0, log_decay)
+        # density (1/4) e^{(l - a)/2} on (-a, a): one exponential piece of rate 1/2
+        return (np.array([-a]), np.array([a]), np.array([-0.5 * a - math.log(4.0)]), np.array([0.5]))
+
+    def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
+        return self.log_envelope_fn(c, direction)(t)
+
+    def log_envelope_fn(self, c: float, direction: str = "remove"):
+        """|C(c + it)| <= min(C(c), e^{c a} (1 + e^{-(2c+1) a}) / (2 |(2c+1) + 2it|)), C = continuous part."""
+        check_direction(direction)
+        a = self.a
+        w = (2 * c + 1) * a
+        g_real = -math.expm1(-w) / w if w > 1e-12 else 1.0 - 0.5 * w
+        log_c0 = c * a + math.log(0.5 * a * g_real)
+        log_num = c * a + math.log1p(math.exp(-w)) - math.log(2.0)
+        b = 2 * c + 1
+
+        def env(t: float) -> float:
+            return min(log_c0, log_num - math.log(math.hypot(b, 2 * t)))
+
+        return env
