@@ -53,7 +53,7 @@ DEFAULT_RTOL = 1e-8
 MAX_NODES = 1 << 21
 # total work cap per grid: sum over distinct mechanisms of (node cost hint) x nodes.  When it binds the
 # truncation point is lowered and the (rigorous) bracket simply gets wider.
-WORK_BUDGET = float(1 << 25)
+WORK_BUDGET = float(1 << 24)
 _U64 = 1.1102230246251565e-16
 
 
@@ -169,12 +169,15 @@ class ComposedPLD:
                     [k for _, k in self.entries], self._atoms_j, self._pieces_j, powers, log_fact)
         self._closed_set = {i for i, p in enumerate(self._pieces_j) if p is not None} \
             if self.closed_order else set()
-        cont = [(j, k) for j, (m, k) in enumerate(self.entries)
-                if m.log_continuous_envelope(1.0, 0.0, direction) > -math.inf]
-        n_cont = sum(k for _, k in cont)
-        # no contour part: purely atomic, or atoms plus at most `closed_order` piece factors
-        self.purely_atomic = self.atoms_exact and (
-            n_cont == 0 or (n_cont <= self.closed_order and all(j in self._closed_set for j, _ in cont)))
+        # no contour part: purely atomic, or atoms plus at most `closed_order` piece factors (only
+        # possible when every factor has atoms; the envelope test can be costly, so ask only then)
+        self.purely_atomic = False
+        if self.atoms_exact:
+            cont = [(j, k) for j, (m, k) in enumerate(self.entries)
+                    if m.log_continuous_envelope(1.0, 0.0, direction) > -math.inf]
+            n_cont = sum(k for _, k in cont)
+            self.purely_atomic = n_cont == 0 or (
+                n_cont <= self.closed_order and all(j in self._closed_set for j, _ in cont))
 
     def log_closed_mgf(self, s: np.ndarray, log_a: list[np.ndarray] | None = None) -> np.ndarray:
         """log of the MGF of the closed-form low-order terms (``-inf`` when there are none)."""
@@ -362,8 +365,8 @@ def _plan(pld: ComposedPLD, c: float, eps_ref: float, log_target: float) -> _Pla
     u = max(8 * h, 1e-3)
     while True:
         log_t = pld.log_env_r(c, u) - shift - math.log(math.pi * u) + scale_log
-        if log_t <= lam or u / h > MAX_NODES or pld.work(u, h) > WORK_BUDGET:
-            break
+        if log_t <= lam or 2.0 * u / h > MAX_NODES or pld.work(2.0 * u, h) > WORK_BUDGET:
+            break  # (the next doubling would exceed the node or work cap: stop below it)
         u *= 2.0
     return _Plan(c, h, cp, min(u, h * MAX_NODES))
 
@@ -375,6 +378,11 @@ def _best_plan(pld: ComposedPLD, eps_ref: float, log_target: float) -> _Plan:
     with that ratio), so only lines whose integrand scale is within 1e4 of the saddle's are considered.
     """
     c0 = pld.saddle(eps_ref)
+    # snap to a 2^(1/4) grid: lines a few % off the saddle are as good, and a refinement pass at a
+    # nearby eps then reuses the per-line envelope constants (costly for numerical mechanisms)
+    c_snap = 2.0 ** (round(4.0 * math.log2(c0)) / 4.0)
+    if c_snap < pld.max_order * 0.98:
+        c0 = c_snap
 
     def g(c: float) -> float:
         return pld.log_mgf_real(c) - c * eps_ref - math.log(c * (c + 1.0))
@@ -571,6 +579,8 @@ def epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float = DEFAULT_RTOL) -
         details = {**det, "chernoff_eps": hi}
         if result.upper - result.lower <= 1e3 * rtol * max(result.upper, 1e-12) or result.upper == 0.0:
             break
+        if pld.work(grid.u_trunc, grid.h) > WORK_BUDGET / 4:
+            break  # the work cap shaped this grid: a new line would cost as much and gain little
         eps_ref = result.upper
     assert result is not None
     # the optimised Chernoff bound of the same pair (hi, including the log-MGF error) is rigorous too

@@ -253,6 +253,72 @@ def sg_envelope_constants(c, q, mu, add, dx, nbins):  # pragma: no cover - compi
 
 
 @njit(cache=True)
+def sg_loss_histogram(c, q, mu, add, dx, nb):  # pragma: no cover - compiled
+    """Histogram (nb equal bins) of the e^{cL}-tilted loss law of the subsampled Gaussian.
+
+    Returns (u_min, bin width b, masses, total): u = the loss (remove) or its negative (add), on the
+    range where the tilted density exceeds e^{-40} of its maximum.  Cells of an x-grid whose step is
+    shrunk so that each cell maps into one bin-width of u are placed at their midpoint's bin (cells
+    still wider than a bin are dropped: dropping mass only lowers the curvature bound built on it).
+    ``total`` is the tilted mass of the whole grid (same scale), the normaliser of the masses.
+    """
+    lq = math.log(q)
+    l1q = math.log1p(-q)
+    half_log_2pi = 0.5 * math.log(2.0 * math.pi)
+    wr = -c if add else c + 1.0
+    reach = 16.0 + abs(wr) * mu
+    lo = -reach - 2.0 * mu
+    hi = reach + 3.0 * mu
+    m = int(math.ceil((hi - lo) / dx))
+    gmax = -np.inf
+    for i in range(m + 1):
+        x = lo + i * dx
+        lg = -0.5 * x * x - half_log_2pi + wr * _ell(x, q, mu, lq, l1q)
+        if lg > gmax:
+            gmax = lg
+    umin = np.inf
+    umax = -np.inf
+    total = 0.0
+    x_first = hi
+    x_last = lo
+    for i in range(m + 1):
+        x = lo + i * dx
+        ell = _ell(x, q, mu, lq, l1q)
+        lg = -0.5 * x * x - half_log_2pi + wr * ell - gmax
+        total += math.exp(lg) * dx
+        if lg > -40.0:
+            u = -ell if add else ell
+            umin = min(umin, u)
+            umax = max(umax, u)
+            x_first = min(x_first, x)
+            x_last = max(x_last, x)
+    b = (umax - umin) / nb
+    hist = np.zeros(nb)
+    if not b > 0.0:
+        return umin, 1.0, hist, total
+    # walk the x-range where the tilted density matters (+- one grid step)
+    x = x_first - dx
+    ell_a = _ell(x, q, mu, lq, l1q)
+    while x < x_last + dx:
+        # u'(x) = mu sigmoid(y), y = log q + mu x - mu^2/2 - log(1 - q); one cell spans <= b/2 in u
+        y = lq + mu * x - 0.5 * mu * mu - l1q
+        slope = mu / (1.0 + math.exp(-y)) if y > -700 else 0.0
+        h = dx if slope * dx <= 0.5 * b else 0.5 * b / slope
+        xm = x + 0.5 * h
+        ell_b = _ell(x + h, q, mu, lq, l1q)
+        ell = _ell(xm, q, mu, lq, l1q)
+        lg = -0.5 * xm * xm - half_log_2pi + wr * ell - gmax
+        if lg > -40.0 and abs(ell_b - ell_a) <= b:
+            u = -ell if add else ell
+            k = int((u - umin) / b)
+            if 0 <= k < nb:
+                hist[k] += math.exp(lg) * h
+        x += h
+        ell_a = ell_b
+    return umin, b, hist, total
+
+
+@njit(cache=True)
 def sl_middle_log_mgf(s_re, s_im, q, a, add):  # pragma: no cover - compiled
     """log of the middle (continuous) part of the subsampled-Laplace MGF, x in (0, 1) (unit sensitivity).
 

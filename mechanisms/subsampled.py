@@ -39,6 +39,7 @@ from . import _validate as V
 from ._poisson_kernels import (
     poisson_rdp_int,
     sg_envelope_constants,
+    sg_loss_histogram,
     sg_log_mgf,
     sl_middle_log_mgf,
     sl_middle_tv,
@@ -47,6 +48,34 @@ from .base import Mechanism, as_complex_array, check_direction
 from .registry import from_dict, register
 
 _SPAN = 80.0  # the MGF integrand is dropped where it is below e^{-80} times its maximum
+
+
+def _curvature_bands(u_min: float, b: float, hist: np.ndarray, total: float,
+                     t_max: float) -> tuple[np.ndarray, np.ndarray]:
+    """Band edges t_0 < ... < t_K = t_max and V_k <= E[(X - X')^2; |X - X'| <= pi / t_k] (X, X' iid).
+
+    From a histogram with bin width b: a pair of bins at index distance d is at distance in
+    [(d - 1) b, (d + 1) b], so V(r) >= 2 sum_{2 <= d, (d + 1) b <= r} ((d - 1) b)^2 P(d) with P the
+    autocorrelation of the normalised masses (FFT; its rounding error is subtracted).  V_k holds for
+    every t <= t_k; band 0 (t <= t_0) covers all pairs.
+    """
+    n = hist.size
+    p = hist / max(total, float(hist.sum()), 1e-300)
+    f = np.fft.rfft(p, 2 * n)
+    ac = np.fft.irfft(f * np.conj(f), 2 * n)[:n]
+    ac = np.maximum(ac - 1e-13 * math.log2(2 * n), 0.0)
+    d = np.arange(n, dtype=float)
+    w = np.where(d >= 2, ((d - 1.0) * b) ** 2, 0.0)
+    cum = 2.0 * np.cumsum(w * ac)
+    t_full = math.pi / ((n + 1) * b)  # r = pi / t_full covers every pair
+    edges = [t_max]
+    while edges[-1] > t_full and len(edges) < 80:
+        edges.append(edges[-1] / math.sqrt(2.0))
+    edges = np.array(edges[::-1])
+    dmax = np.floor(math.pi / edges / b) - 1.0
+    idx = np.minimum(dmax, n - 1).astype(np.int64)
+    v = np.where(dmax >= 2, cum[np.maximum(idx, 0)], 0.0)
+    return edges, v
 
 
 def _interpolate_cgf(alpha: np.ndarray, int_eps) -> np.ndarray:
@@ -160,10 +189,15 @@ class SubsampledGaussian(Mechanism):
         return np.empty(0), np.empty(0)
 
     def log_envelope_fn(self, c: float, direction: str = "remove"):
-        """t -> log of a bound on |M(c + it')| for all |t'| >= t (rigorous; see sg_envelope_constants).
+        """t -> log of a bound on |M(c + it')| for all |t'| >= t (see sg_envelope_constants).
 
-        For t <= t_max = 2 TV / M(c): |M| / M(c) <= sqrt(1 - 2 t^2 V / pi^2) (curvature bound), and
-        beyond: |M| / M(c) <= TV / (M(c) t).  Safety margins: TV x 1.1, V x 0.9 (grid discretisation).
+        With X, X' iid from the e^{cL}-tilted loss law and 1 - cos y >= 2 y^2 / pi^2 on |y| <= pi,
+        |M(c+it)|^2 / M(c)^2 = E cos(t (X - X')) <= 1 - 2 t^2 V(r) / pi^2,  V(r) = E[(X - X')^2; |X - X'| <= r]
+        for every r <= pi / t.  V(r) is bounded below on bands of t (r = pi / band edge) from a loss
+        histogram (autocorrelation by FFT), and at r = pi / t_max from fine bins around the median;
+        beyond t_max = 2 TV / M(c): |M| / M(c) <= TV / (M(c) t).  The returned function is the
+        running maximum over t' >= t (non-increasing).  Safety margins: TV x 1.1, V x 0.9 (grid
+        discretisation of the masses).
         """
         check_direction(direction)
         q, mu = self.sample_rate, self.mu
@@ -171,17 +205,28 @@ class SubsampledGaussian(Mechanism):
             return lambda t: -math.inf
         if q == 1.0:
             return lambda t: (c * c + c - t * t) * mu**2 / 2.0
+        add = direction == "add"
         dx = min(0.004, 0.04 / mu)
-        log_mc, tv_norm, v = sg_envelope_constants(c, q, mu, direction == "add", dx, 100_000)
+        log_mc, tv_norm, v_fine = sg_envelope_constants(c, q, mu, add, dx, 1 << 14)
         tv_norm *= 1.1
-        v *= 0.9
         t_max = 2.0 * tv_norm / 1.1
+        edges, v_band = _curvature_bands(*sg_loss_histogram(c, q, mu, add, dx, 1 << 13), t_max)
+        v_band = 0.9 * np.maximum(v_band, v_fine)
+        near_at = np.sqrt(np.maximum(0.0, 1.0 - 2.0 * np.r_[0.0, edges[:-1]] ** 2 * v_band / math.pi**2))
+        # suffix maxima of the bands' left-end values (the sup of near over t' >= the band's start)
+        suffix = np.maximum.accumulate(near_at[::-1])[::-1]
+        far_cap = tv_norm / t_max
 
         def env(t: float) -> float:
             t = abs(t)
-            far = tv_norm / max(t, t_max)
-            near = math.sqrt(max(0.0, 1.0 - 2.0 * t * t * v / math.pi**2)) if t < t_max else 0.0
-            return log_mc + math.log(min(1.0, max(near, far)) + 1e-300)
+            if t >= t_max:
+                val = tv_norm / t
+            else:
+                k = int(np.searchsorted(edges, t))  # band k: (edges[k-1], edges[k]]
+                near = math.sqrt(max(0.0, 1.0 - 2.0 * t * t * v_band[k] / math.pi**2))
+                later = suffix[k + 1] if k + 1 < suffix.size else 0.0
+                val = max(near, later, far_cap)
+            return log_mc + math.log(min(1.0, val) + 1e-300)
 
         return env
 
