@@ -442,3 +442,29 @@ def test_save_resume_after_crash_is_exact(tmp_path, monkeypatch):
                {"epsilon": 1.0, "method": "cf"})
     for kw in queries:
         assert resumed.certificate(**kw) == full.certificate(**kw)
+
+
+@pytest.mark.parametrize("q,sigma", [(1e-3, 0.8), (0.01, 1.1), (0.2, 2.0), (0.5, 1.0), (0.9, 0.7)])
+@pytest.mark.parametrize("direction", ["remove", "add"])
+def test_envelope_bounds_the_mgf_and_is_not_weak(q, sigma, direction):
+    """log_envelope_fn(c)(t) >= log|M(c + it')| for every t' >= t (the truncation bound relies on it),
+    is non-increasing, and (small q, where t = 3 lies in the curvature regime t <= 2 TV / M(c))
+    captures the curvature: at t = 3 its log-decay is >= 1/4 of the true one.
+
+    |M| comes from the log-MGF quadrature, itself checked against mpmath in this file."""
+    from mechanisms import SubsampledGaussian
+
+    m = SubsampledGaussian(sigma=sigma, sample_rate=q)
+    for c in (0.5, 4.0):
+        env = m.log_envelope_fn(c, direction)
+        lmc = m.log_mgf_real(c, direction)
+        ts = np.geomspace(0.01, 3000.0, 120)
+        vals = np.array([env(t) for t in ts])
+        assert np.all(np.diff(vals) <= 1e-12)
+        for t, e in zip(ts, vals, strict=True):
+            tp = t * np.array([1.0, 1.003, 1.05, 1.3, 2.0, 5.0])
+            true = float(np.max(m.log_mgf(c + 1j * tp, direction).real))
+            assert true <= e + 1e-12, (c, t, true, e)
+        if q <= 0.2:
+            true3 = float(m.log_mgf(np.array([c + 3j]), direction)[0].real) - lmc
+            assert env(3.0) - lmc <= 0.25 * true3
