@@ -130,6 +130,13 @@ class ComposedPLD:
         self.mgf_err = sum(k * m.log_mgf_error for m, k in self.entries)
         self.max_order = min([m.max_mgf_order for m, _ in self.entries], default=math.inf)
         self._env_cache: dict = {}  # per-line envelope functions of this composition (query-local)
+        # TV cap: delta(eps) <= TV(prod P, prod Q) <= 1 - prod_j (1 - TV_j)^{k_j} for eps >= 0
+        tvs = [m.total_variation(direction) for m, _ in self.entries]
+        self.tv_bound: float | None = None
+        if self.entries and all(tv is not None for tv in tvs):
+            log_keep_tv = sum(k * math.log1p(-min(float(tv), 1.0)) if tv < 1.0 else -math.inf
+                              for tv, (_, k) in zip(tvs, self.entries, strict=True))
+            self.tv_bound = min(1.0, -math.expm1(log_keep_tv) * (1.0 + 1e-12))
         # atoms of each mechanism and of the composition
         self._atoms_j = []
         all_atomic = True
@@ -532,6 +539,9 @@ def delta_bounds(pld: ComposedPLD, eps: float, rtol: float = DEFAULT_RTOL) -> De
             break
         log_target = math.log(max(est, 1e-300)) + math.log(rtol) - math.log(8.0)
     lo = max(lo, _floor(eps))
+    if pld.tv_bound is not None and eps >= 0.0:
+        up = min(up, pld.tv_bound)
+        lo = min(lo, up)
     # the Chernoff bound of the same pair is rigorous too: never certify anything weaker
     log_ch = pld.chernoff_log_delta(c, eps) + pld.mgf_err
     if log_ch < 0.0:
@@ -546,6 +556,9 @@ def epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float = DEFAULT_RTOL) -
                              {"reason": "delta <= infinite-loss mass"})
     if not pld.entries:
         return EpsilonBounds(delta, 0.0, 0.0, 0.0, pld.direction)
+    if pld.tv_bound is not None and pld.tv_bound <= delta:
+        # delta(0) <= TV cap <= delta: eps = 0 is certified (and no eps is smaller)
+        return EpsilonBounds(delta, 0.0, 0.0, 0.0, pld.direction, {"reason": "total-variation cap"})
     if pld.purely_atomic:
         comb = _memo(lambda e: _combine(pld, None, e))
 

@@ -113,6 +113,14 @@ class Mechanism:
         """Finite atoms (losses, masses) of the P-measure of the privacy loss (default: none)."""
         return np.empty(0), np.empty(0)
 
+    def total_variation(self, direction: str = "remove") -> float | None:
+        """delta(0) of the dominating pair, i.e. TV(P, Q) (an upper bound is fine); None if unknown.
+
+        The characteristic-function route uses it as a cap: for eps >= 0 the composed delta(eps) is at
+        most TV(prod P, prod Q) <= 1 - prod_j (1 - TV_j)^{k_j} (product of maximal couplings).
+        """
+        return None
+
     def pld_exp_pieces(self, direction: str = "remove"):
         """Optional exact form of the continuous part of the P-measure of the privacy loss.
 

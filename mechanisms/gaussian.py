@@ -11,6 +11,7 @@ privacy loss is L ~ N(mu^2/2, mu^2) under P (symmetric: the add pair gives the s
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,6 +67,11 @@ class Gaussian(Mechanism):
     def log_mgf_real(self, c: float, direction: str = "remove") -> float:
         check_direction(direction)
         return c * (c + 1.0) * (self.mu**2 / 2.0)
+
+    def total_variation(self, direction: str = "remove") -> float:
+        """TV(N(0, 1), N(mu, 1)) = 2 Phi(mu / 2) - 1 = erf(mu / (2 sqrt 2)) (exact)."""
+        check_direction(direction)
+        return math.erf(self.mu / (2.0 * math.sqrt(2.0)))
 
     def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
         # |M(c + it)| = exp((c^2 + c - t^2) mu^2 / 2): exact modulus, decreasing in |t|.

@@ -83,6 +83,11 @@ class Laplace(Mechanism):
         g = -math.expm1(-w) / w if w > 1e-12 else 1.0 - 0.5 * w
         return c * a + math.log(0.5 + 0.5 * math.exp(-a - 2.0 * c * a) + 0.5 * a * g)
 
+    def total_variation(self, direction: str = "remove") -> float:
+        """TV(Lap(0, b), Lap(Delta, b)) = 1 - e^{-a/2} (exact; delta(0) of spec 02 section 2.2)."""
+        check_direction(direction)
+        return -math.expm1(-0.5 * self.a)
+
     def pld_atoms(self, direction: str = "remove") -> tuple[np.ndarray, np.ndarray]:
         a = self.a
         return np.array([a, -a]), np.array([0.5, 0.5 * math.exp(-a)])

@@ -39,8 +39,8 @@ from . import _validate as V
 from ._poisson_kernels import (
     poisson_rdp_int,
     sg_envelope_constants,
-    sg_loss_histogram,
     sg_log_mgf,
+    sg_loss_histogram,
     sl_middle_log_mgf,
     sl_middle_tv,
 )
@@ -183,6 +183,11 @@ class SubsampledGaussian(Mechanism):
                             direction == "add", self._dx(), _SPAN)
         return (re + 1j * im).reshape(s.shape)
 
+    def total_variation(self, direction: str = "remove") -> float:
+        """TV((1 - q) N(0, 1) + q N(mu, 1), N(0, 1)) = q erf(mu / (2 sqrt 2)) (exact, both directions)."""
+        check_direction(direction)
+        return self.sample_rate * math.erf(self.mu / (2.0 * math.sqrt(2.0)))
+
     def pld_atoms(self, direction: str = "remove") -> tuple[np.ndarray, np.ndarray]:
         if self.sample_rate == 0.0:
             return np.array([0.0]), np.array([1.0])
@@ -192,9 +197,10 @@ class SubsampledGaussian(Mechanism):
         """t -> log of a bound on |M(c + it')| for all |t'| >= t (see sg_envelope_constants).
 
         With X, X' iid from the e^{cL}-tilted loss law and 1 - cos y >= 2 y^2 / pi^2 on |y| <= pi,
-        |M(c+it)|^2 / M(c)^2 = E cos(t (X - X')) <= 1 - 2 t^2 V(r) / pi^2,  V(r) = E[(X - X')^2; |X - X'| <= r]
-        for every r <= pi / t.  V(r) is bounded below on bands of t (r = pi / band edge) from a loss
-        histogram (autocorrelation by FFT), and at r = pi / t_max from fine bins around the median;
+        |M(c+it)|^2 / M(c)^2 = E cos(t (X - X')) <= 1 - 2 t^2 V(r) / pi^2
+        with V(r) = E[(X - X')^2; |X - X'| <= r], for every r <= pi / t.  V(r) is bounded below on
+        bands of t (r = pi / band edge) from a loss histogram (autocorrelation by FFT), and at
+        r = pi / t_max from fine bins around the median;
         beyond t_max = 2 TV / M(c): |M| / M(c) <= TV / (M(c) t).  The returned function is the
         running maximum over t' >= t (non-increasing).  Safety margins: TV x 1.1, V x 0.9 (grid
         discretisation of the masses).

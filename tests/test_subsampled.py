@@ -468,3 +468,38 @@ def test_envelope_bounds_the_mgf_and_is_not_weak(q, sigma, direction):
         if q <= 0.2:
             true3 = float(m.log_mgf(np.array([c + 3j]), direction)[0].real) - lmc
             assert env(3.0) - lmc <= 0.25 * true3
+
+
+def test_total_variation_matches_mpmath_and_caps_delta():
+    """TV of the pairs (mpmath quadrature of int (p - q)_+) and the composed cap on delta(eps >= 0)."""
+    from accountant import PrivacyAccountant
+    from conversions.contour import ComposedPLD
+    from mechanisms import Gaussian, Laplace, SubsampledGaussian
+
+    with mp.workdps(30):
+        for mu in (0.3, 1.0, 4.0):
+            def gap(x, mu=mu):
+                return max(mp.npdf(x, mu, 1) - mp.npdf(x, 0, 1), 0)
+
+            ref_tv = mp.quad(gap, [-mp.inf, mu / 2, mp.inf])
+            assert Gaussian(sigma=1 / mu).total_variation() == pytest.approx(float(ref_tv), rel=1e-13)
+            for q in (1e-6, 0.3):
+                assert SubsampledGaussian(sigma=1 / mu, sample_rate=q).total_variation("add") == \
+                    pytest.approx(q * float(ref_tv), rel=1e-13)
+        for b in (0.5, 3.0):
+            def lap_gap(x, b=b):
+                return max(mp.exp(-abs(x) / b) - mp.exp(-abs(x - 1) / b), 0) / (2 * b)
+
+            ref_tv = mp.quad(lap_gap, [-mp.inf, 0, 0.5, 1, mp.inf])
+            assert Laplace(scale=b).total_variation() == pytest.approx(float(ref_tv), rel=1e-13)
+    # q = 1e-6, 10 steps: T * TV = 3.8e-6 < 1e-5, so eps(1e-5) = 0 is certified (and instant)
+    acct = PrivacyAccountant().step(sigma=1.0, sample_rate=1e-6, steps=10)
+    assert acct.epsilon(1e-5, method="cf") == 0.0
+    with mp.workdps(40):
+        tv = float(1 - (1 - mp.mpf(SubsampledGaussian(sigma=1.0, sample_rate=1e-6).total_variation())) ** 10)
+    for direction in ("remove", "add"):
+        pld = ComposedPLD([(SubsampledGaussian(sigma=1.0, sample_rate=1e-6), 10)], direction)
+        assert tv <= pld.tv_bound <= tv * (1 + 1e-9)
+    # where the contour is cheap the cap is consistent with it: delta(0) <= cap
+    g = PrivacyAccountant().compose(Gaussian(sigma=2.0), times=3)
+    assert g.delta(0.0, method="cf") <= 1 - (1 - Gaussian(sigma=2.0).total_variation()) ** 3
