@@ -196,7 +196,11 @@ class PrivacyAccountant:
         led = self._ledger
         worst = max(res, key=lambda r: r.upper)
         lower = max(r.lower for r in res) if led.tight else None
-        bound = "exact" if worst.details.get("exact") else ("bracketed" if led.tight else "upper bound")
+        # "exact"/"bracketed" describe the pair; for mechanisms not attaining their pair it is an upper bound
+        if not led.tight:
+            bound = "upper bound"
+        else:
+            bound = "exact" if worst.details.get("exact") else "bracketed"
         det = {"direction": worst.direction, **{k: v for k, v in worst.details.items()
                                                   if isinstance(v, (int, float, str, bool))}}
         return _Route(worst.upper, lower, max(r.estimate for r in res), bound, det)

@@ -20,11 +20,12 @@ from .selection import (
 )
 from .subsampled import PoissonSubsampled, SubsampledGaussian, SubsampledLaplace
 from .svt import GaussianSVT, GeneralizedSVT, LaplaceSVT, StageWiseSVT
+from .without_replacement import SampledWithoutReplacement
 
 __all__ = [
     "DIRECTIONS", "RELATIONS", "Mechanism", "UnsupportedRoute",
     "Gaussian", "Laplace", "RandomizedResponse", "PureDP", "ApproxDP",
-    "SubsampledGaussian", "SubsampledLaplace", "PoissonSubsampled",
+    "SubsampledGaussian", "SubsampledLaplace", "PoissonSubsampled", "SampledWithoutReplacement",
     "GNMax", "SubsampledGNMax", "NoisyScreening", "SubsampledNoisyScreening", "PrivateKNN",
     "RandomStoppingSelection", "TruncatedRandomStoppingSelection", "HardStopSelection",
     "KnownThresholdSelection", "LaplaceSVT", "GaussianSVT", "GeneralizedSVT", "StageWiseSVT",

@@ -168,6 +168,30 @@ def sg_log_mgf(s_re, s_im, q, mu, add, dx_max, span):  # pragma: no cover - comp
 
 
 @njit(cache=True)
+def _tilted_grid(c, q, mu, add, dx):  # pragma: no cover - compiled
+    """x-grid of the e^{cL}-tilted subsampled-Gaussian density and the max of its log (for scaling).
+
+    Returns (log q, log(1 - q), log sqrt(2 pi), w, lo, hi, m, gmax): the log density at x is
+    -x^2/2 - log sqrt(2 pi) + w l(x) with w = c + 1 (remove) or -c (add), on lo + i dx, i = 0..m.
+    """
+    lq = math.log(q)
+    l1q = math.log1p(-q)
+    half_log_2pi = 0.5 * math.log(2.0 * math.pi)
+    wr = -c if add else c + 1.0
+    reach = 16.0 + abs(wr) * mu
+    lo = -reach - 2.0 * mu
+    hi = reach + 3.0 * mu
+    m = int(math.ceil((hi - lo) / dx))
+    gmax = -np.inf
+    for i in range(m + 1):
+        x = lo + i * dx
+        lg = -0.5 * x * x - half_log_2pi + wr * _ell(x, q, mu, lq, l1q)
+        if lg > gmax:
+            gmax = lg
+    return lq, l1q, half_log_2pi, wr, lo, hi, m, gmax
+
+
+@njit(cache=True)
 def sg_envelope_constants(c, q, mu, add, dx, nbins):  # pragma: no cover - compiled
     """Constants of a rigorous decay bound on |M(c + it)| / M(c) for the subsampled Gaussian.
 
@@ -178,21 +202,7 @@ def sg_envelope_constants(c, q, mu, add, dx, nbins):  # pragma: no cover - compi
       |M(c+it)|^2 / M(c)^2 = E cos(t (X - X')) <= 1 - 2 t^2 V / pi^2 for |t| <= t_max.
     Masses come from a fine trapezoid grid (the caller applies safety factors).
     """
-    lq = math.log(q)
-    l1q = math.log1p(-q)
-    half_log_2pi = 0.5 * math.log(2.0 * math.pi)
-    wr = -c if add else c + 1.0
-    reach = 16.0 + abs(wr) * mu
-    lo = -reach - 2.0 * mu
-    hi = reach + 3.0 * mu
-    m = int(math.ceil((hi - lo) / dx))
-    # pass 1: max of the log tilted density (in x), for scaling
-    gmax = -np.inf
-    for i in range(m + 1):
-        x = lo + i * dx
-        lg = -0.5 * x * x - half_log_2pi + wr * _ell(x, q, mu, lq, l1q)
-        if lg > gmax:
-            gmax = lg
+    lq, l1q, half_log_2pi, wr, lo, hi, m, gmax = _tilted_grid(c, q, mu, add, dx)
     # pass 2: mass and TV of the density in the loss variable
     mass = 0.0
     tv = 0.0
@@ -262,20 +272,7 @@ def sg_loss_histogram(c, q, mu, add, dx, nb):  # pragma: no cover - compiled
     still wider than a bin are dropped: dropping mass only lowers the curvature bound built on it).
     ``total`` is the tilted mass of the whole grid (same scale), the normaliser of the masses.
     """
-    lq = math.log(q)
-    l1q = math.log1p(-q)
-    half_log_2pi = 0.5 * math.log(2.0 * math.pi)
-    wr = -c if add else c + 1.0
-    reach = 16.0 + abs(wr) * mu
-    lo = -reach - 2.0 * mu
-    hi = reach + 3.0 * mu
-    m = int(math.ceil((hi - lo) / dx))
-    gmax = -np.inf
-    for i in range(m + 1):
-        x = lo + i * dx
-        lg = -0.5 * x * x - half_log_2pi + wr * _ell(x, q, mu, lq, l1q)
-        if lg > gmax:
-            gmax = lg
+    lq, l1q, half_log_2pi, wr, lo, hi, m, gmax = _tilted_grid(c, q, mu, add, dx)
     umin = np.inf
     umax = -np.inf
     total = 0.0

@@ -2,7 +2,8 @@
 
 Poisson sampling keeps each record independently with probability q (``sample_rate``).  All results
 here hold for the add/remove relation only (spec 01 section 1.3); sampling without replacement with a
-fixed batch size is a different mechanism (replace-one relation) and is not covered by these formulas.
+fixed batch size is a different mechanism (replace-one relation) and is not covered by these formulas
+(see :mod:`mechanisms.without_replacement` for its (eps, delta)-level amplification).
 
 SubsampledGaussian(sigma, sample_rate, sensitivity)
     One DP-SGD step with noise multiplier sigma / sensitivity.  With mu = sensitivity / sigma:
@@ -18,8 +19,10 @@ SubsampledGaussian(sigma, sample_rate, sensitivity)
       variable x (geometric convergence, the integrand being analytic in |Im x| < pi / mu), with a
       declared error of ``log_mgf_error`` relative to M(Re s), validated against mpmath in the tests.
     * Decay envelope for the characteristic-function route: |M(c + it)| <= TV(f_c) / |t| where f_c is the
-      e^{cL}-tilted density of the loss (integration by parts); TV is evaluated on a fine grid with a
-      10 % safety margin.
+      e^{cL}-tilted density of the loss (integration by parts), and for smaller t the curvature bound
+      |M|^2 / M(c)^2 <= 1 - 2 t^2 V(pi / t) / pi^2 with V(r) = E[(X - X')^2; |X - X'| <= r] bounded on
+      bands of t from the tilted loss histogram; TV and V come from fine grids with 10 % margins.
+    * Total variation (delta(0) of both pairs): q erf(mu / (2 sqrt 2)), exact.
 
 PoissonSubsampled(base, sample_rate)
     Any mechanism with an RDP curve (no infinite-loss mass).  Integer alpha (spec 01):

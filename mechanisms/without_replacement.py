@@ -1,0 +1,90 @@
+"""Sampling without replacement: a uniformly random batch of fixed size m out of n (replace-one).
+
+Source: spec 01 section 1.3 and the note after Lemma 2.2.2 [THESIS L693-699]: if a mechanism M is
+(eps, delta)-DP under the replace-one relation, then M run on a uniformly random subset of size m of
+the n records (sampling rate gamma = m / n) is
+
+    (log(1 + gamma (e^eps - 1)),  gamma delta)-DP      under replace-one.
+
+The thesis cites this result without proof (it is Theorem 9 of Balle, Barthe & Gaboardi 2018,
+"Privacy amplification by subsampling: tight analyses via couplings and divergences").  Spec 01 gives
+no RDP or privacy-loss-distribution result for this sampling scheme (Wang et al. 2019b is outside the
+spec, item 16 of its pitfalls), so a fixed-batch step is accounted here only through that (eps', delta')
+guarantee: its four-point dominating pair (as :class:`~mechanisms.ApproxDP`), which the
+characteristic-function route composes exactly (Kairouz-Oh-Viswanath).  This is an **upper bound**:
+much looser than Poisson sampling with :class:`~mechanisms.SubsampledGaussian`, whose accounting is
+tight.  Use it when the training loop really draws fixed-size batches without replacement.
+
+The base guarantee must hold under replace-one: for a Gaussian sum of clipped gradients (clip norm C)
+the replace-one L2 sensitivity is 2C.  Compute the base (eps, delta) of one step with an accountant
+using ``relation="replace_one"``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _validate as V
+from .randomized_response import _DiscreteMechanism, _rr_atoms
+from .registry import register
+
+
+@register
+@dataclass(frozen=True)
+class SampledWithoutReplacement(_DiscreteMechanism):
+    """An (``epsilon``, ``delta``)-DP step (replace-one) run on a uniformly random fixed-size batch.
+
+    Parameters
+    ----------
+    epsilon : float
+        The base mechanism's epsilon under replace-one, >= 0.
+    delta : float
+        The base mechanism's delta under replace-one, in [0, 1).
+    sample_rate : float
+        Batch size over dataset size, gamma = m / n in [0, 1].
+
+    The step is (``amplified_epsilon``, ``amplified_delta``)-DP under replace-one (upper bound; see the
+    module docstring for the source).  Only valid in an accountant with ``relation="replace_one"``.
+    """
+
+    epsilon: float
+    delta: float
+    sample_rate: float
+
+    name = "sampled_without_replacement"
+    tight = False  # the four-point pair of the amplified guarantee, not the step's own pair
+    relations = ("replace_one",)
+
+    def __post_init__(self):
+        object.__setattr__(self, "epsilon", V.real("epsilon", self.epsilon, low=0.0))
+        object.__setattr__(self, "delta", V.real("delta", self.delta, low=0.0, high=1.0, high_open=True))
+        object.__setattr__(self, "sample_rate", V.probability("sample_rate", self.sample_rate))
+
+    @property
+    def amplified_epsilon(self) -> float:
+        """log(1 + gamma (e^eps - 1)), computed as log1p(gamma expm1(eps)) (no overflow for large eps)."""
+        g, e = self.sample_rate, self.epsilon
+        if g == 0.0:
+            return 0.0
+        if e > 700.0:  # log(gamma e^eps (1 + (1 - gamma) e^{-eps} / gamma)) without overflow
+            return math.log(g) + e + math.log1p((1.0 - g) * math.exp(-e) / g)
+        return math.log1p(g * math.expm1(e))
+
+    @property
+    def amplified_delta(self) -> float:
+        return self.sample_rate * self.delta
+
+    @property
+    def pure_epsilon(self) -> float:
+        return self.amplified_epsilon
+
+    @property
+    def infinite_loss_mass(self) -> float:
+        return self.amplified_delta
+
+    def _atoms(self) -> tuple[np.ndarray, np.ndarray]:
+        l, w = _rr_atoms(self.amplified_epsilon, 2)
+        return l, w * (1.0 - self.amplified_delta)
