@@ -67,7 +67,7 @@ PLUGIN_EXAMPLES = {
                          "false_positive": 1e-6}, 1),
 }
 CORE_MECHANISMS = {"gaussian", "laplace", "randomized_response", "pure_dp", "approx_dp",
-                   "subsampled_gaussian"}
+                   "subsampled_gaussian", "sampled_without_replacement"}
 
 
 @dataclass(frozen=True)
