@@ -9,12 +9,14 @@ and any c > 0 with M(c) < inf,
     delta_fin(eps) = E[(1 - e^{eps - L})_+]
                    = (1/2pi) int Re[ M(c + it) e^{-(c + it) eps} / ((c + it)(c + 1 + it)) ] dt.
 
-The total is delta(eps) = p_inf + delta_atoms(eps) + delta_R(eps):
+The total is delta(eps) = p_inf + delta_atoms(eps) + delta_F(eps) + delta_R(eps):
 
 * p_inf = 1 - prod_j (1 - p_inf,j)^{k_j} is the composed infinite-loss mass (exact);
 * the atoms of the composed measure are enumerated exactly (``conversions.atoms``);
-* only the absolutely continuous remainder R (MGF M - prod_j A_j^{k_j}) is integrated numerically,
-  so the integrand decays and lattice mechanisms cost nothing.
+* F, the terms with one or two exponential-piece factors times atoms, is integrated in closed form
+  (``conversions.pieces``; Laplace);
+* only the absolutely continuous remainder R (MGF M - prod_j A_j^{k_j} - F) is integrated
+  numerically, so the integrand decays and lattice mechanisms cost nothing.
 
 Numerics (all bounds rigorous, added on the safe side):
 
@@ -254,7 +256,7 @@ class ComposedPLD:
     def log_env_r(self, c: float, t: float) -> float:
         """log of a bound on |M_R(c + it')| for all |t'| >= t (non-increasing in t).
 
-        M_R = prod_j (A_j + C_j)^{k_j} - prod_j A_j^{k_j} - F (F: the closed-form first-order terms).
+        M_R = prod_j (A_j + C_j)^{k_j} - prod_j A_j^{k_j} - F (F: the closed-form terms of order 1, 2).
         Expanding the product, every remaining term is a monomial with non-negative coefficients in
         (A_j, C_j), so with |A_j(c + it)| <= a_j = A_j(c) and |C_j(c + it')| <= b_j = envelope_j(t):
         |M_R| <= prod_j a_j^{k_j} T,  T = prod_j (1 + x_j)^{k_j} - 1 - sum_{i in F} k_i x_i,  x = b / a.
