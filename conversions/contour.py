@@ -199,6 +199,16 @@ class ComposedPLD:
         log_c = {i: exp_pieces_log_mgf(s, *self._pieces_j[i]) for i in self._closed_set}
         return pieces_mod.log_mgf(self.closed_terms, s, log_a, log_c)
 
+    def closed_mgf_scaled(self, s: np.ndarray, shift: float, log_a: list[np.ndarray]) -> np.ndarray:
+        """sum over the closed-form terms of exp(log term(s) - shift) (each |term| <= M(Re s))."""
+        from mechanisms._numerics import exp_pieces_log_mgf
+
+        log_c = {i: exp_pieces_log_mgf(s, *self._pieces_j[i]) for i in self._closed_set}
+        out = np.zeros(s.shape, dtype=complex)
+        for term in self.closed_terms:
+            out += np.exp(pieces_mod.term_log_mgf(term, s, log_a, log_c) - shift)
+        return out
+
     def work(self, u: float, h: float) -> float:
         """Estimated cost of evaluating the composed MGF at the nodes 0, h, ..., u."""
         return (u / h + 1.0) * sum(m.mgf_cost(u) for m, _ in self.entries)
@@ -265,14 +275,16 @@ class ComposedPLD:
         prod (1 + x)^k <= e^{sum k x}, by e^z (e^y - 1 - y) + (e^z - 1)(1 + y) (order 1) or
         phi_3(y + z) + z + y z + z^2 / 2 (order 2); y = sum_F k x, z = the rest, phi_n = e^w - sum_{<n}.
         """
-        log_a, log_b = [], []
-        for (l, w), (m, _) in zip(self._atoms_j, self.entries, strict=True):
-            log_a.append(float(np.logaddexp.reduce(np.log(w) + c * l)) if len(l) else -math.inf)
-            log_b.append(float(self._env_fn(m, c)(t)))
-        # |M_R(c+it)| <= (M - A)(c) for every t (R is a non-negative measure, part of M - A)
-        la = sum(k * v for v, (_, k) in zip(log_a, self.entries, strict=True)) if self.has_atoms \
-            else -math.inf
-        m_r = _log_sub(self.log_mgf_real(c), la)
+        key = ("line", c)
+        if key not in self._env_cache:
+            log_a = [float(np.logaddexp.reduce(np.log(w) + c * l)) if len(l) else -math.inf
+                     for l, w in self._atoms_j]
+            la = (sum(k * v for v, (_, k) in zip(log_a, self.entries, strict=True)) if self.has_atoms
+                  else -math.inf)
+            # |M_R(c+it)| <= (M - A)(c) for every t (R is a non-negative measure, part of M - A)
+            self._env_cache[key] = (log_a, la, _log_sub(self.log_mgf_real(c), la))
+        log_a, la, m_r = self._env_cache[key]
+        log_b = [float(self._env_fn(m, c)(t)) for m, _ in self.entries]
         fo = self._closed_set
         lx = [lb - la_j for lb, la_j in zip(log_b, log_a, strict=True)]
         if fo and max(lx) < 30.0:
@@ -437,7 +449,7 @@ class _Grid:
             mag_nodes = mag_nodes + np.abs(a_part)  # rounding is relative to the terms, not the difference
             r = r - a_part
         if pld.closed_terms:
-            f_part = np.exp(pld.log_closed_mgf(s, log_a) - self.shift)
+            f_part = pld.closed_mgf_scaled(s, self.shift, log_a)
             mag_nodes = mag_nodes + np.abs(f_part)
             r = r - f_part
         self.r_re = np.ascontiguousarray(r.real)

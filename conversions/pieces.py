@@ -186,11 +186,11 @@ def log_mgf(terms: list[ClosedTerm], s: np.ndarray, log_a: list[np.ndarray],
     """
     from mechanisms._numerics import complex_logsumexp
 
-    vals = [_term_log_mgf(t, s, log_a, log_c) for t in terms]
+    vals = [term_log_mgf(t, s, log_a, log_c) for t in terms]
     return vals[0] if len(vals) == 1 else complex_logsumexp(np.array(vals), axis=0)
 
 
-def _term_log_mgf(term: ClosedTerm, s: np.ndarray, log_a: list[np.ndarray],
+def term_log_mgf(term: ClosedTerm, s: np.ndarray, log_a: list[np.ndarray],
                   log_c: dict[int, np.ndarray]) -> np.ndarray:
     """log[coef prod_{i in factors} C_i(s) prod_j A_j(s)^{e_j}]."""
     v = np.full(s.shape, term.log_coef, dtype=complex)
