@@ -111,10 +111,16 @@ def sg_log_mgf(s_re, s_im, q, mu, add, dx_max, span):  # pragma: no cover - comp
         else:
             wr = s_re[j] + 1.0
             wi = s_im[j]
-        # locate the maximum of the real exponent -x^2/2 + wr l(x) on a coarse grid
-        reach = 14.0 + abs(wr) * mu
-        lo = -reach
-        hi = reach + mu
+        # locate the maximum of the real exponent -x^2/2 + wr l(x) on a coarse grid (add with wr <= 0:
+        # the exponent is concave with curvature <= -1, so a window around its peak suffices)
+        if wr <= 0.0:
+            xp = _add_peak(-wr, q, mu, lq, l1q)
+            lo = xp - 14.0 - math.sqrt(2.0 * span)
+            hi = xp + 14.0 + math.sqrt(2.0 * span)
+        else:
+            reach = 14.0 + abs(wr) * mu
+            lo = -reach
+            hi = reach + mu
         ncoarse = 600
         step = (hi - lo) / ncoarse
         fmax = -np.inf
@@ -136,14 +142,21 @@ def sg_log_mgf(s_re, s_im, q, mu, add, dx_max, span):  # pragma: no cover - comp
             if -0.5 * x * x + wr * _ell(x, q, mu, lq, l1q) > fmax - span:
                 b = x + step
                 break
-        # step: geometric convergence needs dx well below the strip pi/mu and the oscillation period
-        osc = abs(wi) * mu
+        # step: geometric convergence needs dx well below the strip pi/mu and the oscillation period.
+        # l'(x) = mu sig(y), l''(x) = mu^2 sig (1 - sig), y = log q + mu x - mu^2/2 - log(1 - q), are
+        # increasing in x while sig <= 1/2: their maxima over [a, b + 1] (one unit of margin for the
+        # complex strip) bound the phase rate |Im w| l' and the curvature |Re w| l'' that matter here
+        # (for small q both are far below the global maxima mu and mu^2 / 4 on the relevant region).
+        yb = lq + mu * (b + 1.0) - 0.5 * mu * mu - l1q
+        sig = 1.0 / (1.0 + math.exp(-yb)) if yb > -700 else 0.0
+        s2 = sig * (1.0 - sig) if sig <= 0.5 else 0.25
+        osc = abs(wi) * mu * sig
         dx = dx_max
         if osc > 0:
             dx = min(dx, 0.5 / osc)
-        # far lines: w l(x) has curvature up to |Re w| mu^2 / 4, which also limits the analyticity
-        # strip usable by the trapezoid rule; shrink the step accordingly
-        dx = min(dx, 0.5 / math.sqrt(1.0 + abs(wr) * mu * mu))
+        # far lines: w l(x) has curvature up to |Re w| l'', which also limits the analyticity strip
+        # usable by the trapezoid rule; shrink the step accordingly
+        dx = min(dx, 0.5 / math.sqrt(1.0 + abs(wr) * mu * mu * s2))
         m = int(math.ceil((b - a) / dx))
         if m < 64:
             m = 64
@@ -168,6 +181,25 @@ def sg_log_mgf(s_re, s_im, q, mu, add, dx_max, span):  # pragma: no cover - comp
 
 
 @njit(cache=True)
+def _add_peak(c, q, mu, lq, l1q):  # pragma: no cover - compiled
+    """argmax of -x^2/2 - c l(x) (add direction, c >= 0): the root of -x - c l'(x), in [-c mu, 0].
+
+    The function is concave (l is convex), so bisection on its decreasing derivative is safe.
+    """
+    lo = -c * mu - 1.0
+    hi = 0.0
+    for _ in range(80):
+        mid = 0.5 * (lo + hi)
+        y = lq + mu * mid - 0.5 * mu * mu - l1q
+        lp = mu / (1.0 + math.exp(-y)) if y > -700 else 0.0
+        if -mid - c * lp > 0.0:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+@njit(cache=True)
 def _tilted_grid(c, q, mu, add, dx):  # pragma: no cover - compiled
     """x-grid of the e^{cL}-tilted subsampled-Gaussian density and the max of its log (for scaling).
 
@@ -178,9 +210,15 @@ def _tilted_grid(c, q, mu, add, dx):  # pragma: no cover - compiled
     l1q = math.log1p(-q)
     half_log_2pi = 0.5 * math.log(2.0 * math.pi)
     wr = -c if add else c + 1.0
-    reach = 16.0 + abs(wr) * mu
-    lo = -reach - 2.0 * mu
-    hi = reach + 3.0 * mu
+    if add:
+        # concave log density (curvature <= -1): the mass lies within a few units of its peak
+        xp = _add_peak(c, q, mu, lq, l1q)
+        lo = xp - 16.0 - 2.0 * mu
+        hi = xp + 16.0 + 3.0 * mu
+    else:
+        reach = 16.0 + abs(wr) * mu
+        lo = -reach - 2.0 * mu
+        hi = reach + 3.0 * mu
     m = int(math.ceil((hi - lo) / dx))
     gmax = -np.inf
     for i in range(m + 1):
