@@ -582,7 +582,7 @@ def epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float = DEFAULT_RTOL) -
         def lo_fn(e):
             return comb(e)[1]
 
-        # the atoms give a step function: bisection on the upper bound
+        # delta(eps) is continuous (kinks at the atom losses): bracketed root finding, no contour
         return _solve(pld, delta, up_fn, lo_fn, None, {"exact": True})
     # the Chernoff bound of the composed pair, optimised over c, gives a valid bracket and the line
     d_fin = delta - pld.p_inf
@@ -645,19 +645,6 @@ def _chernoff_eps_opt(pld: ComposedPLD, d_fin: float) -> tuple[float, float]:
     return max(float(res.fun), 0.0), c
 
 
-def _bisect(pred, a: float, b: float) -> tuple[float, float]:
-    """Bracket [a, b] of the switch point of a monotone predicate (False at a, True at b)."""
-    for _ in range(200):
-        mid = 0.5 * (a + b)
-        if pred(mid):
-            b = mid
-        else:
-            a = mid
-        if b - a <= 1e-13 * max(1.0, b):
-            break
-    return a, b
-
-
 def _bracket_above(f_up, hi: float) -> float:
     """A point >= hi where f_up <= 0 (f_up is non-increasing up to rounding)."""
     k = 0
@@ -669,12 +656,12 @@ def _bracket_above(f_up, hi: float) -> float:
     return hi
 
 
-def _upper_root_bisect(pld, f_up, hi: float) -> float:
+def _upper_root_bracketed(f_up, hi: float) -> float:
+    """Root of f_up on [0, hi'] by brentq (which keeps a sign-change bracket, so the kinks of
+    delta(eps) at atom losses and the jump of log delta to -inf past the largest loss are harmless)."""
     if f_up(0.0) <= 0.0:
         return 0.0
     hi_used = _bracket_above(f_up, hi)
-    if pld.purely_atomic:  # possibly a step function: bisection (brentq needs continuity)
-        return _bisect(lambda e: f_up(e) <= 0.0, 0.0, hi_used)[1]
     return _certify_up(f_up, brentq(f_up, 0.0, hi_used, xtol=1e-11 * max(1.0, hi_used), rtol=1e-12,
                                     maxiter=300))
 
@@ -722,7 +709,7 @@ def _solve(pld, delta, up_fn, lo_fn, hi, details, slope: float | None = None) ->
     if hi is None or not math.isfinite(hi):
         hi = 1.0
     if pld.purely_atomic or slope is None:
-        eps_up = _upper_root_bisect(pld, f_up, hi)
+        eps_up = _upper_root_bracketed(f_up, hi)
     else:
         eps_up = _upper_root_smooth(f_up, hi, slope)
     # lower bound: largest eps with delta_lower(eps) >= delta
@@ -747,8 +734,6 @@ def _solve(pld, delta, up_fn, lo_fn, hi, details, slope: float | None = None) ->
             eps_lo = 0.0
         elif eps_up - a <= 4.1e-9 * max(1.0, eps_up):
             eps_lo = a  # a bracket of relative width <= 4e-9 already: refining it is not worth the calls
-        elif pld.purely_atomic:
-            eps_lo = _bisect(lambda e: f_lo(e) < 0.0, a, eps_up)[0]
         else:
             eps_lo = brentq(f_lo, a, eps_up, xtol=1e-13 * max(1.0, eps_up), rtol=1e-15, maxiter=300)
             step = 1e-14 * max(1.0, eps_lo)
