@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import gammaln
 
 from . import _validate as V
 from ._numerics import discrete_log_mgf
@@ -42,13 +43,44 @@ def _rr_atoms(eps: float, k: int) -> tuple[np.ndarray, np.ndarray]:
     return np.array(losses), np.exp(np.array(logw))
 
 
-class _DiscreteMechanism(Mechanism):
-    """Shared implementation for mechanisms whose PLD is a finite set of atoms."""
+def rr_power_atoms(eps: float, m: int, log_scale: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Atoms of the privacy loss of m-fold binary randomized response RR(eps), masses times e^log_scale.
 
-    pld_available = True
+    Losses (m - 2j) eps with binomial masses C(m, j) p^{m-j} q^j, p = e^eps / (1 + e^eps), q = 1 - p
+    (exact; log space).  eps = 0 gives the single atom 0.
+    """
+    if eps == 0.0:
+        return np.array([0.0]), np.array([math.exp(log_scale)])
+    j = np.arange(m + 1, dtype=float)
+    log_c = gammaln(m + 1.0) - gammaln(j + 1.0) - gammaln(m - j + 1.0)
+    log_p = -math.log1p(math.exp(-eps))
+    log_q = -eps + log_p
+    return (m - 2.0 * j) * eps, np.exp(log_scale + log_c + (m - j) * log_p + j * log_q)
+
+
+class _AtomicPLD(Mechanism):
+    """PLD methods of a mechanism whose privacy loss (both directions) is the finite set ``_atoms()``."""
 
     def _atoms(self) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - abstract
         raise UnsupportedRoute(f"{type(self).__name__} must define its atoms")
+
+    def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
+        check_direction(direction)
+        l, w = self._atoms()
+        return discrete_log_mgf(s, l, w)
+
+    def pld_atoms(self, direction: str = "remove") -> tuple[np.ndarray, np.ndarray]:
+        check_direction(direction)
+        return self._atoms()
+
+    def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
+        return -math.inf
+
+
+class _DiscreteMechanism(_AtomicPLD):
+    """Shared implementation for mechanisms whose PLD is a finite set of atoms (RDP from the atoms)."""
+
+    pld_available = True
 
     def _conditional_atoms(self) -> tuple[np.ndarray, np.ndarray]:
         l, w = self._atoms()
@@ -63,18 +95,6 @@ class _DiscreteMechanism(Mechanism):
         val = np.real(discrete_log_mgf(s.astype(complex), l, w)) / s
         out[fin] = np.clip(val, 0.0, self.pure_epsilon)
         return out
-
-    def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
-        check_direction(direction)
-        l, w = self._atoms()
-        return discrete_log_mgf(s, l, w)
-
-    def pld_atoms(self, direction: str = "remove") -> tuple[np.ndarray, np.ndarray]:
-        check_direction(direction)
-        return self._atoms()
-
-    def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
-        return -math.inf
 
 
 @register

@@ -44,11 +44,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-from scipy.special import gammaln
 
 from .. import _validate as V
-from .._numerics import discrete_log_mgf
-from ..base import Mechanism, check_direction
+from ..randomized_response import _AtomicPLD, rr_power_atoms
 from ..registry import register
 from . import _kernels as K
 
@@ -196,7 +194,7 @@ def _check_qplus_fields(obj) -> None:
         object.__setattr__(obj, "threshold", V.real("threshold", obj.threshold))
 
 
-class _SVTBase(Mechanism):
+class _SVTBase(_AtomicPLD):
     """Shared curve evaluation of all SVT plug-ins (subclasses set ``_plan`` in ``__post_init__``)."""
 
     tight: ClassVar[bool] = False
@@ -267,27 +265,7 @@ class _SVTBase(Mechanism):
             from ..base import UnsupportedRoute
 
             raise UnsupportedRoute(f"{self.describe()} is not pure DP; use method='rdp'")
-        m, e = p.mult, p.rr_eps
-        if e == 0.0:
-            return np.array([0.0]), np.array([1.0])
-        j = np.arange(m + 1, dtype=float)
-        lgm = gammaln(m + 1.0) - gammaln(j + 1.0) - gammaln(m - j + 1.0)
-        log_p = -math.log1p(math.exp(-e))
-        log_q = -e + log_p
-        return (m - 2.0 * j) * e, np.exp(lgm + (m - j) * log_p + j * log_q)
-
-    def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
-        """log MGF of the privacy loss of RR(eps)^{x units} (dominating pair of the pure-DP guarantee)."""
-        check_direction(direction)
-        losses, masses = self._atoms()
-        return discrete_log_mgf(s, losses, masses)
-
-    def pld_atoms(self, direction: str = "remove") -> tuple[np.ndarray, np.ndarray]:
-        check_direction(direction)
-        return self._atoms()
-
-    def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
-        return -math.inf
+        return rr_power_atoms(p.rr_eps, p.mult)
 
 
 # ---------------------------------------------------------------------------------------- plug-ins

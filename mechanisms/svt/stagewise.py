@@ -24,11 +24,9 @@ from typing import ClassVar
 
 import numpy as np
 from numba import njit
-from scipy.special import gammaln
 
 from .. import _validate as V
-from .._numerics import discrete_log_mgf
-from ..base import Mechanism, check_direction
+from ..randomized_response import _AtomicPLD, rr_power_atoms
 from ..registry import register
 from . import _kernels as K
 from .core import GeneralizedSVT
@@ -110,7 +108,7 @@ def kov_epsilon(eps0: float, delta0: float, m: int, delta: float) -> float:
 # -------------------------------------------------------------------------------- the plug-in
 @register
 @dataclass(frozen=True)
-class StageWiseSVT(Mechanism):
+class StageWiseSVT(_AtomicPLD):
     """Stage-wise generalized SVT (Alg. 12) certified as m = ceil(c/c') (eps_s, delta')-DP stages.
 
     Parameters
@@ -211,27 +209,7 @@ class StageWiseSVT(Mechanism):
         return self.stages * vals.reshape(al.shape)
 
     def _atoms(self) -> tuple[np.ndarray, np.ndarray]:
-        m, e = self.stages, self.stage_epsilon
-        keep = m * math.log1p(-self.stage_delta)
-        if e == 0.0:
-            return np.array([0.0]), np.array([math.exp(keep)])
-        j = np.arange(m + 1, dtype=float)
-        lgc = gammaln(m + 1.0) - gammaln(j + 1.0) - gammaln(m - j + 1.0)
-        log_p = -math.log1p(math.exp(-e))
-        log_q = -e + log_p
-        return (m - 2.0 * j) * e, np.exp(keep + lgc + (m - j) * log_p + j * log_q)
-
-    def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
-        check_direction(direction)
-        losses, masses = self._atoms()
-        return discrete_log_mgf(s, losses, masses)
-
-    def pld_atoms(self, direction: str = "remove") -> tuple[np.ndarray, np.ndarray]:
-        check_direction(direction)
-        return self._atoms()
-
-    def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
-        return -math.inf
+        return rr_power_atoms(self.stage_epsilon, self.stages, self.stages * math.log1p(-self.stage_delta))
 
 
 def best_stagewise(threshold_noise: str, threshold_scale: float, query_noise: str, query_scale: float, *,
