@@ -188,21 +188,13 @@ class ComposedPLD:
             self.purely_atomic = n_cont == 0 or (
                 n_cont <= self.closed_order and all(j in self._closed_set for j, _ in cont))
 
-    def log_closed_mgf(self, s: np.ndarray, log_a: list[np.ndarray] | None = None) -> np.ndarray:
-        """log of the MGF of the closed-form low-order terms (``-inf`` when there are none)."""
+    def closed_mgf_scaled(self, s: np.ndarray, shift: float = 0.0,
+                          log_a: list[np.ndarray] | None = None) -> np.ndarray:
+        """MGF of the closed-form low-order terms times e^{-shift} (each |term| <= M(Re s)); 0 if none."""
         from mechanisms._numerics import exp_pieces_log_mgf
 
         s = np.asarray(s, dtype=complex)
-        if not self.closed_terms:
-            return np.full(s.shape, -np.inf + 0j)
         log_a = self.log_atoms_j(s) if log_a is None else log_a
-        log_c = {i: exp_pieces_log_mgf(s, *self._pieces_j[i]) for i in self._closed_set}
-        return pieces_mod.log_mgf(self.closed_terms, s, log_a, log_c)
-
-    def closed_mgf_scaled(self, s: np.ndarray, shift: float, log_a: list[np.ndarray]) -> np.ndarray:
-        """sum over the closed-form terms of exp(log term(s) - shift) (each |term| <= M(Re s))."""
-        from mechanisms._numerics import exp_pieces_log_mgf
-
         log_c = {i: exp_pieces_log_mgf(s, *self._pieces_j[i]) for i in self._closed_set}
         out = np.zeros(s.shape, dtype=complex)
         for term in self.closed_terms:

@@ -178,21 +178,12 @@ def log_delta(terms: list[ClosedTerm], eps: float) -> tuple[float, float, float]
     return tot, up, lo
 
 
-def log_mgf(terms: list[ClosedTerm], s: np.ndarray, log_a: list[np.ndarray],
-            log_c: dict[int, np.ndarray]) -> np.ndarray:
-    """log of the summed MGF of the closed-form terms at complex s.
+def term_log_mgf(term: ClosedTerm, s: np.ndarray, log_a: list[np.ndarray],
+                 log_c: dict[int, np.ndarray]) -> np.ndarray:
+    """log[coef prod_{i in factors} C_i(s) prod_j A_j(s)^{e_j}] at complex s.
 
     ``log_a[j]``: log A_j(s) (atoms of entry j); ``log_c[i]``: log C_i(s) (its pieces).
     """
-    from mechanisms._numerics import complex_logsumexp
-
-    vals = [term_log_mgf(t, s, log_a, log_c) for t in terms]
-    return vals[0] if len(vals) == 1 else complex_logsumexp(np.array(vals), axis=0)
-
-
-def term_log_mgf(term: ClosedTerm, s: np.ndarray, log_a: list[np.ndarray],
-                  log_c: dict[int, np.ndarray]) -> np.ndarray:
-    """log[coef prod_{i in factors} C_i(s) prod_j A_j(s)^{e_j}]."""
     v = np.full(s.shape, term.log_coef, dtype=complex)
     for i in term.factors:
         v = v + log_c[i]
