@@ -239,18 +239,31 @@ def sg_envelope_constants(c, q, mu, add, dx, nbins):  # pragma: no cover - compi
       t_max = 2 TV / M(c); since 1 - cos y >= 2 y^2 / pi^2 on |y| <= pi,
       |M(c+it)|^2 / M(c)^2 = E cos(t (X - X')) <= 1 - 2 t^2 V / pi^2 for |t| <= t_max.
     Masses come from a fine trapezoid grid (the caller applies safety factors).
+    Also returns, for :func:`sg_loss_histogram`, the scale ``gmax`` and the grid mass (same scale), and
+    the loss range [umin, umax] and x range [x_first, x_last] where the tilted density exceeds e^{-40}
+    of its maximum.
     """
     lq, l1q, half_log_2pi, wr, lo, hi, m, gmax = _tilted_grid(c, q, mu, add, dx)
-    # pass 2: mass and TV of the density in the loss variable
+    # pass 2: mass and TV of the density in the loss variable, and the range that matters
     mass = 0.0
     tv = 0.0
     prev = 0.0
+    u_lo = np.inf
+    u_hi = -np.inf
+    x_first = hi
+    x_last = lo
     for i in range(m + 1):
         x = lo + i * dx
         ell = _ell(x, q, mu, lq, l1q)
         lg = -0.5 * x * x - half_log_2pi + wr * ell - gmax
         g = math.exp(lg)
         mass += g * dx
+        if lg > -40.0:
+            u = -ell if add else ell
+            u_lo = min(u_lo, u)
+            u_hi = max(u_hi, u)
+            x_first = min(x_first, x)
+            x_last = max(x_last, x)
         y = lq + mu * x - 0.5 * mu * mu
         log_lp = math.log(mu) - math.log1p(math.exp(l1q - y)) if y > l1q - 700 else math.log(mu) + y - l1q
         lf = lg - log_lp
@@ -297,36 +310,24 @@ def sg_envelope_constants(c, q, mu, add, dx, nbins):  # pragma: no cover - compi
         for i in range(first, last + 1 - d):
             acc += bins[i] * bins[i + d]
         v += 2.0 * acc * ((d - 1) * b) ** 2
-    return log_mc, tv_norm, v
+    return log_mc, tv_norm, v, gmax, mass, u_lo, u_hi, x_first, x_last
 
 
 @njit(cache=True)
-def sg_loss_histogram(c, q, mu, add, dx, nb):  # pragma: no cover - compiled
+def sg_loss_histogram(c, q, mu, add, dx, nb, gmax, total, umin, umax, x_first, x_last):
+    # pragma: no cover - compiled
     """Histogram (nb equal bins) of the e^{cL}-tilted loss law of the subsampled Gaussian.
 
-    Returns (u_min, bin width b, masses, total): u = the loss (remove) or its negative (add), on the
-    range where the tilted density exceeds e^{-40} of its maximum.  Cells of an x-grid whose step is
-    shrunk so that each cell maps into one bin-width of u are placed at their midpoint's bin (cells
-    still wider than a bin are dropped: dropping mass only lowers the curvature bound built on it).
-    ``total`` is the tilted mass of the whole grid (same scale), the normaliser of the masses.
+    Takes the scale, grid mass and ranges computed by :func:`sg_envelope_constants` (same c, q, mu,
+    add, dx).  Returns (u_min, bin width b, masses, total): u = the loss (remove) or its negative (add),
+    on [umin, umax].  Cells of an x-grid whose step is shrunk so that each cell maps into one bin-width
+    of u are placed at their midpoint's bin (cells still wider than a bin are dropped: dropping mass
+    only lowers the curvature bound built on it).  ``total`` is the normaliser of the masses.
     """
-    lq, l1q, half_log_2pi, wr, lo, hi, m, gmax = _tilted_grid(c, q, mu, add, dx)
-    umin = np.inf
-    umax = -np.inf
-    total = 0.0
-    x_first = hi
-    x_last = lo
-    for i in range(m + 1):
-        x = lo + i * dx
-        ell = _ell(x, q, mu, lq, l1q)
-        lg = -0.5 * x * x - half_log_2pi + wr * ell - gmax
-        total += math.exp(lg) * dx
-        if lg > -40.0:
-            u = -ell if add else ell
-            umin = min(umin, u)
-            umax = max(umax, u)
-            x_first = min(x_first, x)
-            x_last = max(x_last, x)
+    lq = math.log(q)
+    l1q = math.log1p(-q)
+    half_log_2pi = 0.5 * math.log(2.0 * math.pi)
+    wr = -c if add else c + 1.0
     b = (umax - umin) / nb
     hist = np.zeros(nb)
     if not b > 0.0:

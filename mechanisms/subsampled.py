@@ -216,10 +216,11 @@ class SubsampledGaussian(Mechanism):
             return lambda t: (c * c + c - t * t) * mu**2 / 2.0
         add = direction == "add"
         dx = min(0.004, 0.04 / mu)
-        log_mc, tv_norm, v_fine = sg_envelope_constants(c, q, mu, add, dx, 1 << 14)
+        log_mc, tv_norm, v_fine, *scale_and_range = sg_envelope_constants(c, q, mu, add, dx, 1 << 14)
         tv_norm *= 1.1
         t_max = 2.0 * tv_norm / 1.1
-        edges, v_band = _curvature_bands(*sg_loss_histogram(c, q, mu, add, dx, 1 << 13), t_max)
+        hist = sg_loss_histogram(c, q, mu, add, dx, 1 << 13, *scale_and_range)
+        edges, v_band = _curvature_bands(*hist, t_max)
         v_band = 0.9 * np.maximum(v_band, v_fine)
         near_at = np.sqrt(np.maximum(0.0, 1.0 - 2.0 * np.r_[0.0, edges[:-1]] ** 2 * v_band / math.pi**2))
         # suffix maxima of the bands' left-end values (the sup of near over t' >= the band's start)
