@@ -169,6 +169,7 @@ def segments_log_delta(losses, logw, kind, anchor, slogw, rate, lo, hi, eps, gl_
     A term is skipped when its upper bound w_i e^{slogw + r hi} max(lam) (hi - lo) is below e^{-36}
     times the largest term found so far; (number skipped) x (largest skipped bound) is returned as a
     bound on their sum (add it to delta).  Segments lying wholly above eps - l_i share their K, J.
+    A NaN term makes both results NaN (the caller raises).
     """
     n = losses.shape[0]
     p = lo.shape[0]
@@ -209,7 +210,9 @@ def segments_log_delta(losses, logw, kind, anchor, slogw, rate, lo, hi, eps, gl_
                                      full[q, 1], full[q, 2], full[q, 3], full[q, 4], full[q, 5])
             else:
                 val = _segment_integral(kind[q], anchor[q], rate[q], lo[q], hi[q], theta, gl_x, gl_w)
-            if val <= 0.0:
+            if not val > 0.0:
+                if math.isnan(val):  # never drop a NaN silently (it would lower delta)
+                    return np.nan, np.nan
                 continue
             v = logw[i] + slogw[q] + rate[q] * hi[q] + math.log(val)
             if v > m:

@@ -134,6 +134,9 @@ class ComposedPLD:
         self._env_cache: dict = {}  # per-line envelope functions of this composition (query-local)
         # TV cap: delta(eps) <= TV(prod P, prod Q) <= 1 - prod_j (1 - TV_j)^{k_j} for eps >= 0
         tvs = [m.total_variation(direction) for m, _ in self.entries]
+        for tv, (m, _) in zip(tvs, self.entries, strict=True):
+            if tv is not None and not 0.0 <= tv <= 1.0:  # (also rejects NaN) a bad cap would be unsound
+                raise ValueError(f"{m.describe()}: total_variation must lie in [0, 1], got {tv!r}")
         self.tv_bound: float | None = None
         if self.entries and all(tv is not None for tv in tvs):
             log_keep_tv = sum(k * math.log1p(-min(float(tv), 1.0)) if tv < 1.0 else -math.inf

@@ -168,6 +168,8 @@ def log_delta(terms: list[ClosedTerm], eps: float) -> tuple[float, float, float]
         sg = term.segments
         v, skipped = segments_log_delta(term.atoms.losses, term.atoms.logw, sg.kind, sg.anchor, sg.logw,
                                         sg.rate, sg.lo, sg.hi, float(eps), _GL_X, _GL_W)
+        if math.isnan(v) or math.isnan(skipped):
+            raise FloatingPointError(f"closed-form delta is NaN at eps={eps!r}")
         tot = float(np.logaddexp(tot, v))
         up += term.atoms.dropped_mass + (math.exp(skipped) if skipped > -math.inf else 0.0)
         lo = max(lo, term.atoms.merge_shift)

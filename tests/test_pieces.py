@@ -170,3 +170,15 @@ def test_epsilon_bracket_contains_exact_laplace():
     assert ref.laplace_delta(res.upper, b, k) <= delta * (1 + 1e-12)
     assert ref.laplace_delta(res.lower, b, k) >= delta * (1 - 1e-12)
     assert res.upper - res.lower <= 1e-8 * res.upper
+
+
+def test_nan_never_leaves_the_closed_forms_or_the_tv_cap(monkeypatch):
+    """Soundness guards: a NaN in the closed-form sum raises (never a silent NaN bound), and a plug-in's
+    total variation outside [0, 1] (which would cap delta below the truth) is rejected."""
+    pld = ComposedPLD([(Laplace(scale=1.0), 5)])
+    with pytest.raises(FloatingPointError, match="NaN"):
+        pieces.log_delta(pld.closed_terms, float("nan"))
+    for bad in (-0.1, 1.5, float("nan")):
+        monkeypatch.setattr(Laplace, "total_variation", lambda self, direction="remove", _b=bad: _b)
+        with pytest.raises(ValueError, match="total_variation"):
+            ComposedPLD([(Laplace(scale=1.0), 5)])
