@@ -394,7 +394,7 @@ def audit_claim(claim: dict, index: int = 0) -> AuditResult:
             upper = float(acct.ledger.pure_epsilon)
             lower, method, err, bound, cands = None, "pure", 0.0, "upper bound", {}
         else:
-            cert = acct.certificate(delta=delta, method=claim.get("method", "auto"))
+            cert = acct.certificate(delta=delta, method=claim.get("method", "auto"), compare=True)
             upper, lower, method = float(cert.epsilon), cert.lower_bound, cert.method
             err, bound, cands = cert.error, cert.bound, dict(cert.candidates)
     except _Unsupported as exc:

@@ -92,13 +92,13 @@ def _emit(args: argparse.Namespace, cert) -> None:
 
 def cmd_epsilon(args: argparse.Namespace, extra: list[str]) -> int:
     acct = _accountant(args, extra)
-    _emit(args, acct.certificate(delta=args.delta, method=args.method))
+    _emit(args, acct.certificate(delta=args.delta, method=args.method, compare=args.compare))
     return 0
 
 
 def cmd_delta(args: argparse.Namespace, extra: list[str]) -> int:
     acct = _accountant(args, extra)
-    _emit(args, acct.certificate(epsilon=args.epsilon, method=args.method))
+    _emit(args, acct.certificate(epsilon=args.epsilon, method=args.method, compare=args.compare))
     return 0
 
 
@@ -143,10 +143,14 @@ def build_parser() -> argparse.ArgumentParser:
     _common(e)
     e.add_argument("--delta", type=float, required=True, help="target delta in (0, 1)")
     e.add_argument("--method", default="auto", choices=METHODS)
+    e.add_argument("--compare", action="store_true",
+                   help="with --method auto, evaluate every valid route (listed in 'candidates')")
     d = sub.add_parser("delta", help="certified delta for an epsilon")
     _common(d)
     d.add_argument("--epsilon", type=float, required=True, help="target epsilon >= 0")
     d.add_argument("--method", default="auto", choices=METHODS)
+    d.add_argument("--compare", action="store_true",
+                   help="with --method auto, evaluate every valid route (listed in 'candidates')")
     r = sub.add_parser("rdp", help="composed RDP curve at given orders")
     _common(r)
     r.add_argument("--alpha", type=float, nargs="+", required=True, help="Renyi orders > 1")

@@ -94,6 +94,26 @@ class Ledger:
             return None
         return math.sqrt(sum(k * m.mu**2 for m, k in self._counts.items()))
 
+    @property
+    def laplace_a(self) -> float | None:
+        """a = Delta / b when the ledger is exactly one use of one Laplace mechanism, else None."""
+        from mechanisms.laplace import Laplace
+
+        if len(self._counts) != 1:
+            return None
+        ((m, k),) = self._counts.items()
+        return m.a if type(m) is Laplace and k == 1 else None
+
+    @property
+    def exact_form(self) -> tuple[str, float] | None:
+        """The closed-form privacy profile of the whole ledger, if it has one: ("gaussian", mu) for
+        any composition of Gaussian mechanisms (mu-GDP), ("laplace", a) for one Laplace use; else None."""
+        mu = self.gaussian_mu
+        if mu is not None:
+            return "gaussian", mu
+        a = self.laplace_a
+        return None if a is None else ("laplace", a)
+
     # ---------------------------------------------------------------- serialisation
     def to_list(self) -> list[dict]:
         return [{"mechanism": m.to_dict(), "count": k} for m, k in self._counts.items()]

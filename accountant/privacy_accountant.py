@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from conversions import contour, gaussian_dp, rdp_to_dp
+from conversions import contour, gaussian_dp, laplace_dp, rdp_to_dp
 from mechanisms import _validate as V
 from mechanisms.base import RELATIONS, Mechanism
 
@@ -17,6 +17,10 @@ from .ledger import Ledger
 from .state import atomic_write_text, dump_state, load_state
 
 METHODS = ("auto", "cf", "rdp", "rdp_classic", "exact")
+# "auto" stops evaluating routes once the best certified bound is within this relative distance of a
+# certified lower bound on the truth: no valid bound from another route can be smaller than that
+# lower bound, so the remaining routes could improve the answer by less than this fraction.
+AUTO_SKIP_RTOL = 1e-6
 
 
 class BudgetExceeded(RuntimeError):
@@ -163,24 +167,34 @@ class PrivacyAccountant:
 
     # ------------------------------------------------------------------ routes for eps(delta)
     def _valid_methods(self) -> list[str]:
+        """Valid routes, in the order "auto" tries them (tightest and cheapest first)."""
         out = []
+        if self._ledger.exact_form is not None:
+            out.append("exact")
         if self._ledger.pld_available:
             out.append("cf")
         out += ["rdp", "rdp_classic"]
-        if self._ledger.gaussian_mu is not None:
-            out.append("exact")
         return out
+
+    def _exact_form(self) -> tuple[str, float]:
+        form = self._ledger.exact_form
+        if form is None:
+            raise ValueError("method='exact' needs a closed-form ledger: Gaussian mechanisms only "
+                             "(any number) or a single use of one Laplace mechanism")
+        return form
 
     def _eps_route(self, method: str, delta: float) -> _Route:
         led = self._ledger
         if not led:
             return _Route(0.0, 0.0, 0.0, "exact")
         if method == "exact":
-            mu = led.gaussian_mu
-            if mu is None:
-                raise ValueError("method='exact' needs a ledger of Gaussian mechanisms only")
-            eps, err = gaussian_dp.gaussian_epsilon(delta, mu)
-            return _Route(eps, max(eps - err, 0.0), eps - err / 2, "exact", {"mu": mu})
+            kind, x = self._exact_form()
+            if kind == "gaussian":
+                eps, err = gaussian_dp.gaussian_epsilon(delta, x)
+            else:
+                eps, err = laplace_dp.laplace_epsilon(delta, x)
+            return _Route(eps, max(eps - err, 0.0), eps - err / 2, "exact",
+                          {"mu" if kind == "gaussian" else "a": x})
         if method in ("rdp", "rdp_classic"):
             rule = "improved" if method == "rdp" else "classic"
             r = rdp_to_dp.eps_from_rdp(led.rdp, delta, pure_eps=led.pure_epsilon,
@@ -211,12 +225,14 @@ class PrivacyAccountant:
             d = max(0.0, -math.expm1(eps))
             return _Route(d, d, d, "exact")
         if method == "exact":
-            mu = led.gaussian_mu
-            if mu is None:
-                raise ValueError("method='exact' needs a ledger of Gaussian mechanisms only")
-            d = gaussian_dp.gaussian_delta(eps, mu)
-            err = d * gaussian_dp.gaussian_error_factor(eps, mu)
-            return _Route(min(1.0, d + err), max(d - err, 0.0), d, "exact", {"mu": mu})
+            kind, x = self._exact_form()
+            if kind == "gaussian":
+                d = gaussian_dp.gaussian_delta(eps, x)
+                err = d * gaussian_dp.gaussian_error_factor(eps, x)
+            else:
+                d, err = laplace_dp.laplace_delta(eps, x)
+            return _Route(min(1.0, d + err), max(d - err, 0.0), d, "exact",
+                          {"mu" if kind == "gaussian" else "a": x})
         if method in ("rdp", "rdp_classic"):
             rule = "improved" if method == "rdp" else "classic"
             r = rdp_to_dp.delta_from_rdp(led.rdp, eps, pure_eps=led.pure_epsilon,
@@ -227,7 +243,13 @@ class PrivacyAccountant:
                                    for d in self._directions()])
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
 
-    def _select(self, method: str, fn) -> tuple[str, _Route, dict]:
+    def _select(self, method: str, fn, compare: bool = False) -> tuple[str, _Route, dict]:
+        """Evaluate ``method`` (or, for "auto", the valid routes) and pick the smallest bound.
+
+        "auto" tries the routes tightest first (exact, cf, rdp) and stops once the best bound is
+        within ``AUTO_SKIP_RTOL`` of the best certified lower bound (every valid bound is at least
+        that lower bound, so no later route can do better by more); ``compare=True`` evaluates all.
+        """
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
         if method != "auto":
@@ -235,18 +257,29 @@ class PrivacyAccountant:
                 raise ValueError(f"method {method!r} is not available for this ledger "
                                  f"(available: {self._valid_methods()})")
             return method, fn(method), {}
-        routes = {}
+        routes: dict[str, _Route] = {}
+        skipped: list[str] = []
+        lower = None
         for m in self._valid_methods():
             if m == "rdp_classic":
                 continue  # never better than "rdp"
-            routes[m] = fn(m)
+            if routes and not compare and lower is not None:
+                best_val = min(r.value for r in routes.values())
+                if best_val - lower <= AUTO_SKIP_RTOL * abs(best_val):
+                    skipped.append(m)
+                    continue
+            r = routes[m] = fn(m)
+            if r.lower is not None:
+                lower = r.lower if lower is None else max(lower, r.lower)
         if not routes:
             routes["rdp"] = fn("rdp")
         best = min(routes, key=lambda m: routes[m].value)
-        lowers = [r.lower for r in routes.values() if r.lower is not None]
         chosen = routes[best]
-        if lowers:
-            chosen = _Route(chosen.value, max(lowers), chosen.estimate, chosen.bound, chosen.details)
+        details = chosen.details
+        if skipped:
+            details = {**details, "skipped_routes": ",".join(skipped)}
+        chosen = _Route(chosen.value, lower if lower is not None else chosen.lower, chosen.estimate,
+                        chosen.bound, details)
         return best, chosen, {m: r.value for m, r in routes.items()}
 
     # ------------------------------------------------------------------ public queries
@@ -259,24 +292,28 @@ class PrivacyAccountant:
         return self.certificate(epsilon=epsilon, method=method).delta
 
     def certificate(self, *, delta: float | None = None, epsilon: float | None = None,
-                    method: str = "auto") -> Certificate:
+                    method: str = "auto", compare: bool = False) -> Certificate:
         """Certificate for eps(``delta``) or delta(``epsilon``) (give exactly one).
 
-        ``method="auto"`` evaluates every valid route and returns the smallest certified bound,
-        naming the winner; the other routes' bounds are listed in ``candidates``.
+        ``method="auto"`` returns the smallest certified bound over the valid routes, naming the
+        winner; the bounds of the routes it evaluated are listed in ``candidates``.  Routes are tried
+        tightest first (exact closed form, then characteristic function, then RDP); a route is skipped
+        only when the best bound so far is within ``AUTO_SKIP_RTOL`` (1e-6, relative) of a certified
+        lower bound on the true value, which no valid bound can undercut (the skipped routes are
+        named in ``details["skipped_routes"]``).  ``compare=True`` evaluates every valid route.
         """
         if (delta is None) == (epsilon is None):
             raise ValueError("give exactly one of delta= or epsilon=")
         if delta is not None:
             delta = V.delta(delta)
-            name, r, cands = self._select(method, lambda m: self._eps_route(m, delta))
+            name, r, cands = self._select(method, lambda m: self._eps_route(m, delta), compare)
             return Certificate(epsilon=r.value, delta=delta, method=name,
                                error=max(r.value - r.estimate, 0.0) if math.isfinite(r.value) else math.inf,
                                lower_bound=r.lower, bound=r.bound, relation=self.relation,
                                query="epsilon", ledger=tuple(self._ledger.summary()), candidates=cands,
                                details=r.details)
         epsilon = V.epsilon(epsilon)
-        name, r, cands = self._select(method, lambda m: self._delta_route(m, epsilon))
+        name, r, cands = self._select(method, lambda m: self._delta_route(m, epsilon), compare)
         return Certificate(epsilon=epsilon, delta=r.value, method=name,
                            error=max(r.value - r.estimate, 0.0), lower_bound=r.lower, bound=r.bound,
                            relation=self.relation, query="delta", ledger=tuple(self._ledger.summary()),

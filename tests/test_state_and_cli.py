@@ -96,7 +96,7 @@ def test_loading_never_imports_named_modules(tmp_path):
     (lambda: PrivacyAccountant().compose(Gaussian(sigma=1)).epsilon(float("nan")), ValueError),
     (lambda: PrivacyAccountant().compose(Gaussian(sigma=1)).delta(-0.5), ValueError),
     (lambda: PrivacyAccountant().compose(Gaussian(sigma=1)).epsilon(1e-5, method="magic"), ValueError),
-    (lambda: PrivacyAccountant().compose(Laplace(scale=1)).epsilon(1e-5, method="exact"), ValueError),
+    (lambda: PrivacyAccountant().compose(Laplace(scale=1), 2).epsilon(1e-5, method="exact"), ValueError),
     (lambda: Gaussian(sigma=1).rdp([0.5, 2]), ValueError),
     (lambda: from_dict({"name": "gaussian", "params": {"sigma": 1, "evil": 2}}), ValueError),
 ])
@@ -130,6 +130,18 @@ def test_cli_epsilon_matches_api(capsys):
     out = json.loads(capsys.readouterr().out)
     api = PrivacyAccountant().compose(Gaussian(sigma=2.0), 100).certificate(delta=1e-5)
     assert out["epsilon"] == api.epsilon and out["method"] == api.method
+
+
+def test_cli_compare_lists_every_route(capsys):
+    """--compare evaluates every valid route; the answer is the smallest of them."""
+    args = ["epsilon", "--mechanism", "laplace", "--scale", "2", "--times", "10", "--delta", "1e-5", "--json"]
+    assert main(args) == 0
+    fast = json.loads(capsys.readouterr().out)
+    assert main(args + ["--compare"]) == 0
+    full = json.loads(capsys.readouterr().out)
+    assert set(full["candidates"]) == {"cf", "rdp"}
+    assert full["epsilon"] == min(full["candidates"].values()) == fast["epsilon"]
+    assert fast["details"]["skipped_routes"] == "rdp"
 
 
 def test_cli_bad_arguments_exit_2(capsys):
