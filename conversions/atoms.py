@@ -104,6 +104,12 @@ def log_factorials(n: int) -> np.ndarray:
     return gammaln(np.arange(n + 1, dtype=float) + 1.0)
 
 
+def shared_log_factorials(n: int) -> np.ndarray | None:
+    """A log(j!) table to share between several powers up to n, or None when n is so large that
+    each power builds only its own window of atoms (``_binomial_power``)."""
+    return log_factorials(n) if n <= _WINDOW_FROM else None
+
+
 def power(a: Atoms, k: int, log_fact: np.ndarray | None = None) -> Atoms | None:
     """k-fold product of an atomic measure (binomial closed form for two atoms).
 
@@ -116,16 +122,7 @@ def power(a: Atoms, k: int, log_fact: np.ndarray | None = None) -> Atoms | None:
     if a.size == 1:
         return _merge_prune(a.losses * k, a.logw * k, 0.0, 0.0)
     if a.size == 2:
-        j = np.arange(k + 1, dtype=float)
-        lf = log_fact if log_fact is not None and log_fact.size > k else log_factorials(k)
-        logc = lf[k] - lf[: k + 1] - lf[k::-1]
-        logw = logc + j * a.logw[0] + (k - j) * a.logw[1]
-        losses = j * a.losses[0] + (k - j) * a.losses[1]
-        keep = logw >= LOG_PRUNE
-        dropped = _PRUNED_MASS * float(np.count_nonzero(~keep))
-        if np.count_nonzero(keep) > MAX_ATOMS:
-            return None
-        return _merge_prune(losses[keep], logw[keep], dropped, 0.0)
+        return _binomial_power(a, k, log_fact)
     # general: binary powering with merging
     result: Atoms | None = None
     base: Atoms | None = a
@@ -139,6 +136,62 @@ def power(a: Atoms, k: int, log_fact: np.ndarray | None = None) -> Atoms | None:
         if kk:
             base = convolve(base, base)
     return result if base is not None else None
+
+
+_WINDOW_FROM = 2048  # above this many atoms, locate the unpruned window before building arrays
+
+
+def _binomial_power(a: Atoms, k: int, log_fact: np.ndarray | None) -> Atoms | None:
+    """k-fold power of two atoms: atom j (j = 0..k) has loss j l0 + (k - j) l1 and mass
+    C(k, j) w0^j w1^(k - j).  Atoms below e^{LOG_PRUNE} are pruned (each adds _PRUNED_MASS to
+    ``dropped_mass``).  The log-masses are concave in j, so for large k only the window where they
+    exceed the floor is built (and nothing at all when the total (w0 + w1)^k is below it)."""
+    lw0, lw1 = float(a.logw[0]), float(a.logw[1])
+    log_tot = k * float(np.logaddexp(lw0, lw1))
+    if log_tot < LOG_PRUNE - 1.0:  # every atom (and their sum) is below the floor
+        return Atoms(np.empty(0), np.empty(0), _PRUNED_MASS * float(k + 1), 0.0)
+    lo_j, hi_j = 0, k
+    if k > _WINDOW_FROM:
+        lgk = math.lgamma(k + 1.0)
+
+        def logw_at(j: int) -> float:
+            return lgk - math.lgamma(j + 1.0) - math.lgamma(k - j + 1.0) + j * lw0 + (k - j) * lw1
+
+        # the mode of the binomial weights: floor((k + 1) p), p = w0 / (w0 + w1)
+        mode = min(k, max(0, int((k + 1) / (1.0 + math.exp(lw1 - lw0)))))
+        if logw_at(mode) >= LOG_PRUNE:
+            # bisection on each side (increasing on [0, mode], decreasing on [mode, k]); one atom of
+            # margin on each side absorbs the rounding of logw_at
+            lo, hi = 0, mode
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if logw_at(mid) >= LOG_PRUNE:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            lo_j = max(lo - 1, 0)
+            lo, hi = mode, k
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if logw_at(mid) >= LOG_PRUNE:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            hi_j = min(lo + 1, k)
+    ji = np.arange(lo_j, hi_j + 1)
+    j = ji.astype(float)
+    if log_fact is not None and log_fact.size > k:
+        logc = log_fact[k] - log_fact[ji] - log_fact[k - ji]
+    else:
+        logc = gammaln(k + 1.0) - gammaln(j + 1.0) - gammaln(k - j + 1.0)
+    logw = logc + j * lw0 + (k - j) * lw1
+    losses = j * a.losses[0] + (k - j) * a.losses[1]
+    keep = logw >= LOG_PRUNE
+    # the atoms outside the window are below the floor too (concavity)
+    dropped = _PRUNED_MASS * float(np.count_nonzero(~keep) + (k + 1 - j.size))
+    if np.count_nonzero(keep) > MAX_ATOMS:
+        return None
+    return _merge_prune(losses[keep], logw[keep], dropped, 0.0)
 
 
 def log_delta(atoms: Atoms, eps: float) -> float:

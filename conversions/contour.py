@@ -171,7 +171,7 @@ class ComposedPLD:
         log_fact = None
         if self.has_atoms:
             comp: atoms_mod.Atoms | None = atoms_mod.Atoms(np.array([0.0]), np.array([0.0]))
-            log_fact = atoms_mod.log_factorials(max(k for _, k in self.entries))
+            log_fact = atoms_mod.shared_log_factorials(max(k for _, k in self.entries))
             for j, ((l, w), (_, k)) in enumerate(zip(self._atoms_j, self.entries, strict=True)):
                 pk = powers[j, k] = atoms_mod.power(atoms_mod.single(l, w), k, log_fact)
                 comp = None if (pk is None or comp is None) else atoms_mod.convolve(comp, pk)
@@ -213,14 +213,20 @@ class ComposedPLD:
             return m0
         return _log_sub(m0, float(self.log_atoms_mgf(np.array([0j]))[0].real))
 
-    def closed_mgf_scaled(self, s: np.ndarray, shift: float = 0.0,
-                          log_a: list[np.ndarray] | None = None) -> np.ndarray:
-        """MGF of the closed-form low-order terms times e^{-shift} (each |term| <= M(Re s)); 0 if none."""
+    def log_pieces_j(self, s: np.ndarray) -> dict[int, np.ndarray]:
+        """{j: log C_j(s)} for the entries whose continuous part is given as exponential pieces."""
         from mechanisms._numerics import exp_pieces_log_mgf
 
         s = np.asarray(s, dtype=complex)
+        return {i: exp_pieces_log_mgf(s, *self._pieces_j[i]) for i in self._closed_set}
+
+    def closed_mgf_scaled(self, s: np.ndarray, shift: float = 0.0,
+                          log_a: list[np.ndarray] | None = None,
+                          log_c: dict[int, np.ndarray] | None = None) -> np.ndarray:
+        """MGF of the closed-form low-order terms times e^{-shift} (each |term| <= M(Re s)); 0 if none."""
+        s = np.asarray(s, dtype=complex)
         log_a = self.log_atoms_j(s) if log_a is None else log_a
-        log_c = {i: exp_pieces_log_mgf(s, *self._pieces_j[i]) for i in self._closed_set}
+        log_c = self.log_pieces_j(s) if log_c is None else log_c
         out = np.zeros(s.shape, dtype=complex)
         for term in self.closed_terms:
             out += np.exp(pieces_mod.term_log_mgf(term, s, log_a, log_c) - shift)
@@ -231,13 +237,23 @@ class ComposedPLD:
         return (u / h + 1.0) * sum(m.mgf_cost(u) for m, _ in self.entries)
 
     # ------------------------------------------------------------------ MGF pieces
-    def log_mgf(self, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(sum_j k_j log M_j(s), sum_j |k_j log M_j(s)|) for complex s (array)."""
+    def log_mgf(self, s: np.ndarray, log_a: list[np.ndarray] | None = None,
+                log_c: dict[int, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(sum_j k_j log M_j(s), sum_j |k_j log M_j(s)|) for complex s (array).
+
+        With the atoms' and pieces' log-MGFs of the closed-form entries at the same s (``log_a``,
+        ``log_c``), those entries use M_j = A_j + C_j (exact by the ``pld_exp_pieces`` contract).
+        """
+        from mechanisms._numerics import complex_logaddexp
+
         s = np.asarray(s, dtype=complex)
         tot = np.zeros(s.shape, dtype=complex)
         mag = np.zeros(s.shape)
-        for m, k in self.entries:
-            lm = m.log_mgf(s, self.direction)
+        for j, (m, k) in enumerate(self.entries):
+            if log_c is not None and log_a is not None and j in log_c and s.ndim == 1:
+                lm = complex_logaddexp(log_a[j], log_c[j])
+            else:
+                lm = m.log_mgf(s, self.direction)
             v = k * lm.real + 1j * (k * lm.imag)  # keeps -inf + 0j (|M| underflow) free of NaN
             tot += v
             mag += np.abs(v)
@@ -473,16 +489,17 @@ class _Grid:
         self.t = self.h * np.arange(n + 1, dtype=float)
         self.u_trunc = float(self.t[-1] + self.h)  # first omitted node
         s = c + 1j * self.t
-        logm, mag = pld.log_mgf(s)
+        log_a = pld.log_atoms_j(s) if pld.has_atoms else None
+        log_c = pld.log_pieces_j(s) if pld.closed_terms else None
+        logm, mag = pld.log_mgf(s, log_a, log_c)
         r = np.exp(logm - self.shift)
         mag_nodes = np.abs(r)
-        log_a = pld.log_atoms_j(s) if pld.has_atoms else None
         if pld.has_atoms:
             a_part = np.exp(pld.log_atoms_mgf(s, log_a) - self.shift)
             mag_nodes = mag_nodes + np.abs(a_part)  # rounding is relative to the terms, not the difference
             r = r - a_part
         if pld.closed_terms:
-            f_part = pld.closed_mgf_scaled(s, self.shift, log_a)
+            f_part = pld.closed_mgf_scaled(s, self.shift, log_a, log_c)
             mag_nodes = mag_nodes + np.abs(f_part)
             r = r - f_part
         self.r_re = np.ascontiguousarray(r.real)

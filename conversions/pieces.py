@@ -106,7 +106,7 @@ def build_terms(counts: list[int], atoms_j: list[tuple[np.ndarray, np.ndarray]],
     """
     powers = {} if powers is None else powers  # (entry, exponent) -> Atoms, shared with the caller
     if log_fact is None or log_fact.size <= max(counts):
-        log_fact = atoms_mod.log_factorials(max(counts))
+        log_fact = atoms_mod.shared_log_factorials(max(counts))
 
     def power(j: int, k: int):
         if (j, k) not in powers:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import cmath
 import math
 
 import numpy as np
+from numba import njit
 
 
 def complex_logsumexp(log_terms: np.ndarray, axis: int = 0) -> np.ndarray:
@@ -32,7 +34,9 @@ def discrete_log_mgf(s, losses: np.ndarray, masses: np.ndarray) -> np.ndarray:
         # the larger |term| on the line first so that the log1p argument has modulus <= 1
         c = float(s.real.flat[0])
         i, j = (0, 1) if math.log(w[0]) + c * l[0] >= math.log(w[1]) + c * l[1] else (1, 0)
-        return math.log(w[i]) + s * l[i] + np.log1p(np.exp(math.log(w[j] / w[i]) + s * (l[j] - l[i])))
+        flat = np.ascontiguousarray(s).ravel()
+        out = _two_atom_kernel(flat, math.log(w[i]), float(l[i]), math.log(w[j] / w[i]), float(l[j] - l[i]))
+        return out.reshape(s.shape)
     terms = np.log(w)[:, None] + np.multiply.outer(l, s.ravel())
     return complex_logsumexp(terms, axis=0).reshape(s.shape)
 
@@ -49,21 +53,76 @@ def log_expm1(x: np.ndarray) -> np.ndarray:
     return out
 
 
+@njit(cache=True)
+def _g_scalar(w: complex) -> complex:
+    """(1 - e^{-w}) / w; the series sum_{n>=0} (-w)^n / (n+1)! below |w| = 0.1 (removable singularity;
+    12 terms leave a relative remainder < 0.1^12 / 13! ~ 1e-22)."""
+    if abs(w) < 0.1:
+        acc = 0j
+        term = 1.0 + 0j
+        fact = 1.0
+        for n in range(12):
+            fact *= n + 1
+            acc += term / fact
+            term = term * (-w)
+        return acc
+    return (1.0 - cmath.exp(-w)) / w
+
+
+@njit(cache=True)
+def _g_kernel(w: np.ndarray) -> np.ndarray:
+    out = np.empty_like(w)
+    for i in range(w.size):
+        out[i] = _g_scalar(w[i])
+    return out
+
+
+@njit(cache=True)
+def complex_logaddexp(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """log(e^x + e^y) elementwise for complex x, y (1-d): the term of larger real part first, then
+    log|1 + z| = log1p(u (2 + u) + v^2) / 2, arg(1 + z) = atan2(v, 1 + u) with |z| <= 1."""
+    out = np.empty_like(x)
+    for i in range(x.size):
+        a, b = x[i], y[i]
+        if b.real > a.real:
+            a, b = b, a
+        if a.real == -np.inf:
+            out[i] = a
+            continue
+        z = cmath.exp(b - a)
+        u, v = z.real, z.imag
+        out[i] = a + complex(0.5 * math.log1p(u * (2.0 + u) + v * v), math.atan2(v, 1.0 + u))
+    return out
+
+
 def one_minus_exp_over(w) -> np.ndarray:
     """g(w) = (1 - e^{-w}) / w for complex w, with a series near 0 (removable singularity)."""
     w = np.asarray(w, dtype=complex)
-    out = np.empty_like(w)
-    small = np.abs(w) < 0.1
-    ws = w[small]
-    # 1 - w/2 + w^2/6 - w^3/24 + ... = sum_{n>=0} (-w)^n / (n+1)!
-    acc = np.zeros_like(ws)
-    term = np.ones_like(ws)
-    for n in range(12):
-        acc += term / math.factorial(n + 1)
-        term = term * (-ws)
-    out[small] = acc
-    wl = w[~small]
-    out[~small] = (1.0 - np.exp(-wl)) / wl
+    return _g_kernel(np.ascontiguousarray(w).ravel()).reshape(w.shape)
+
+
+@njit(cache=True)
+def laplace_log_mgf_kernel(s: np.ndarray, a: float) -> np.ndarray:
+    """log M(s) = s a + log[1/2 + e^{-a} e^{-2 s a} / 2 + (a/2) g((2 s + 1) a)] (Laplace, a = Delta/b)."""
+    out = np.empty_like(s)
+    for i in range(s.size):
+        z = s[i]
+        br = 0.5 + 0.5 * cmath.exp(-a - 2.0 * z * a) + 0.5 * a * _g_scalar((2.0 * z + 1.0) * a)
+        out[i] = z * a + cmath.log(br)
+    return out
+
+
+@njit(cache=True)
+def _two_atom_kernel(s: np.ndarray, lw_i: float, l_i: float, lw_ratio: float, dl: float) -> np.ndarray:
+    """log w_i + s l_i + log(1 + e^{lw_ratio + s dl}) with |e^{lw_ratio + s dl}| <= 1 on the line:
+    log|1 + z| = log1p(x (2 + x) + y^2) / 2 and arg(1 + z) = atan2(y, 1 + x) (no cancellation)."""
+    out = np.empty_like(s)
+    for i in range(s.size):
+        z = cmath.exp(lw_ratio + s[i] * dl)
+        x, y = z.real, z.imag
+        re = 0.5 * math.log1p(x * (2.0 + x) + y * y)
+        im = math.atan2(y, 1.0 + x)
+        out[i] = lw_i + s[i] * l_i + complex(re, im)
     return out
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _validate as V
-from ._numerics import one_minus_exp_over as _g
+from ._numerics import laplace_log_mgf_kernel
 from .base import Mechanism, as_complex_array, check_direction
 from .registry import register
 
@@ -72,9 +72,7 @@ class Laplace(Mechanism):
     def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
         check_direction(direction)
         s = as_complex_array(s)
-        a = self.a
-        bracket = 0.5 + 0.5 * np.exp(-a - 2.0 * s * a) + 0.5 * a * _g((2.0 * s + 1.0) * a)
-        return s * a + np.log(bracket)
+        return laplace_log_mgf_kernel(np.ascontiguousarray(s).ravel(), self.a).reshape(s.shape)
 
     def log_mgf_real(self, c: float, direction: str = "remove") -> float:
         check_direction(direction)
