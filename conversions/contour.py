@@ -299,14 +299,16 @@ class ComposedPLD:
     def log_env_r(self, c: float, t: float) -> float:
         """log of a bound on |M_R(c + it')| for all |t'| >= t (non-increasing in t).
 
-        M_R = prod_j (A_j + C_j)^{k_j} - prod_j A_j^{k_j} - F (F: the closed-form terms of order 1, 2).
-        Expanding the product, every remaining term is a monomial with non-negative coefficients in
-        (A_j, C_j), so with |A_j(c + it)| <= a_j = A_j(c) and |C_j(c + it')| <= b_j = envelope_j(t):
-        |M_R| <= prod_j a_j^{k_j} T,  T = prod_j (1 + x_j)^{k_j} - 1 - sum_{i in F} k_i x_i,  x = b / a.
-        (and minus the order-2 terms (y^2 - sum_F k x^2) / 2 when those are closed-form too).  T is
+        M_R = prod_j (A_j + C_j)^{k_j} - prod_j A_j^{k_j} - F (F: the closed-form terms of orders 1 to
+        n = ``closed_order`` <= 3).  Expanding the product, every remaining term is a monomial with
+        non-negative coefficients in (A_j, C_j), so with |A_j(c + it)| <= a_j = A_j(c) and
+        |C_j(c + it')| <= b_j = envelope_j(t):
+        |M_R| <= prod_j a_j^{k_j} T,  T = prod_j (1 + x_j)^{k_j} - 1 - e_1 - ... - e_n,  x = b / a,
+        e_d the elementary symmetric polynomial of degree d of the closed-form copies' x.  T is
         evaluated directly when that does not cancel and otherwise bounded, coefficient-wise from
         prod (1 + x)^k <= e^{sum k x}, by e^z (e^y - 1 - y) + (e^z - 1)(1 + y) (order 1) or
-        phi_3(y + z) + z + y z + z^2 / 2 (order 2); y = sum_F k x, z = the rest, phi_n = e^w - sum_{<n}.
+        phi_{n+1}(w) + sum_{d <= n} (w^d - y^d) / d! (orders n = 2, 3); y = sum_F k x, z = the rest,
+        w = y + z, phi_n = e^w - sum_{<n}.
         """
         key = ("line", c)
         line = self._env_cache.get(key)
@@ -336,12 +338,31 @@ class ComposedPLD:
             if big_s > 30.0:  # T < e^S, and the subtracted terms are negligible at this size
                 return min(la + big_s, m_r)
             em = math.expm1(big_s)
-            if self.closed_order >= 2:
-                # the subtracted order-2 terms: sum over pairs of distinct copies = (y^2 - sum k x^2) / 2
-                y2 = 0.5 * (y * y - sum(ks[i] * x[i] * x[i] for i in fo))
-                t1 = em - y - y2 + 1e-13 * (em + y + y2)
+            order = self.closed_order
+            if order >= 2:
+                # the subtracted terms of order n are the elementary symmetric polynomials e_n of the
+                # closed-form copies' x (prod_F (1 + x T)^k up to T^order; non-negative, no cancellation)
+                e = [1.0, 0.0, 0.0, 0.0]
+                for i in fo:
+                    k, xi = ks[i], x[i]
+                    ci = [1.0, k * xi, 0.5 * k * (k - 1) * xi * xi, k * (k - 1) * (k - 2) / 6.0 * xi ** 3]
+                    e = [sum(e[d - j] * ci[j] for j in range(d + 1)) for d in range(4)]
+                removed = sum(e[1: order + 1])
+                t1 = em - removed + 1e-13 * (em + removed)
                 w = y + z
-                t2 = _phi(w, 3) + z + y * z + 0.5 * z * z if w < 700.0 else math.inf
+                if w < 700.0:
+                    # coefficient-wise: e^w minus its pure-F monomials of degree <= order
+                    t2 = _phi(w, order + 1)
+                    wd = yd = 1.0
+                    fact = 1.0
+                    for d in range(1, order + 1):
+                        wd *= w
+                        yd *= y
+                        fact *= d
+                        # w^d - y^d = z (w^{d-1} + w^{d-2} y + ... + y^{d-1}): no cancellation
+                        t2 += z * sum(w ** (d - 1 - j) * y ** j for j in range(d)) / fact
+                else:
+                    t2 = math.inf
             else:
                 t1 = em - y + 1e-13 * (em + y)
                 t2 = (math.exp(z) * _phi(y, 2) + math.expm1(z) * (1.0 + y)

@@ -8,13 +8,17 @@ density (1/4) e^{(l - a)/2} on (-a, a), spec 02 section 2.2).  Write each factor
 * order 0: prod_j A_j^{k_j}, the atoms (``conversions.atoms``, exact);
 * order 1: sum_i k_i C_i A_i^{k_i - 1} prod_{j != i} A_j^{k_j}: a piece shifted by every atom;
 * order 2: C(k_i, 2) C_i^2 (...) and k_i k_j C_i C_j (...): the convolution of two pieces of equal rate
-  r is e^{r s} times a trapezoid in s (three linear segments) shifted by every atom.
+  r is e^{r s} times a trapezoid in s (three linear segments) shifted by every atom;
+* order 3 (at most two distinct piece mechanisms): the trapezoid convolved with a third piece is
+  e^{r s} times a piecewise quadratic, kept in Bernstein form with non-negative coefficients
+  (``triple_segments``).
 
-On the contour these terms decay only like 1/|t| and 1/|t|^2 (the Fourier transforms of densities
-with jumps), which is what makes Laplace-type compositions expensive to invert numerically.  Here their
-contribution to delta(eps) = E[(1 - e^{eps - L})_+] is integrated exactly (``_kernels``), so the
-contour only sees orders >= 3 (decay 1/|t|^3).  Source of the decomposition: spec 02b (atoms plus an
-absolutely continuous remainder); the closed forms are ours and tested against mpmath quadrature.
+On the contour these terms decay only like 1/|t|, 1/|t|^2 and 1/|t|^3 (the Fourier transforms of
+densities with jumps and kinks), which is what makes Laplace-type compositions expensive to invert
+numerically.  Here their contribution to delta(eps) = E[(1 - e^{eps - L})_+] is integrated exactly
+(``_kernels``), so the contour only sees orders >= 4 (decay 1/|t|^4).  Source of the decomposition:
+spec 02b (atoms plus an absolutely continuous remainder); the closed forms are ours and tested against
+mpmath quadrature.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from . import atoms as atoms_mod
 
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
 MAX_SECOND_ORDER_FACTORS = 4  # distinct piece mechanisms; above this only order 1 is closed-form
+MAX_THIRD_ORDER_FACTORS = 2  # ... and above this only orders 1 and 2
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,20 @@ class Segments:
 
     kind: np.ndarray
     anchor: np.ndarray
+    logw: np.ndarray
+    rate: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+
+
+@dataclass(frozen=True)
+class QuadSegments:
+    """Densities e^{logw + r s} Q(s) on [lo, hi], Q(s) = b0 (1 - v)^2 + 2 b1 v (1 - v) + b2 v^2 with
+    v = (s - lo)/(hi - lo) and b0, b1, b2 >= 0 (Bernstein form: non-negative, no cancellation)."""
+
+    b0: np.ndarray
+    b1: np.ndarray
+    b2: np.ndarray
     logw: np.ndarray
     rate: np.ndarray
     lo: np.ndarray
@@ -95,10 +114,71 @@ def pair_segments(p1, p2) -> Segments | None:
                     np.array(lo), np.array(hi))
 
 
+def _lam_at(kind: int, anchor: float, y: float) -> float:
+    v = anchor if kind == 0 else (y - anchor if kind == 1 else anchor - y)
+    return max(v, 0.0)
+
+
+def triple_segments(pair: Segments, p3) -> QuadSegments | None:
+    """Quadratic segments of (pair segments) * (pieces p3): None unless every rate is equal.
+
+    A linear segment lam >= 0 on [s0, s1] convolved with a box [lo3, hi3] (width w) is
+    f(x) = int_{L(x)}^{U(x)} lam, U = min(s1, x - lo3), L = max(s0, x - hi3): quadratic between the
+    breakpoints s0 + lo3, s1 + lo3, s0 + hi3, s1 + hi3.  Its Bernstein coefficients on a piece
+    [x_a, x_a + D] are f(x_a), f(x_a + D) and a middle one that is, case by case, a non-negative
+    combination of lam values (so nothing cancels):
+      U moving, L fixed:  f(x_a) + lam(U(x_a)) D / 2;     U fixed, L moving:  lam(s1) D / 2;
+      both moving:        w (lam(L(x_a)) + lam(U(x_a + D))) / 2;               both fixed: f.
+    The exponential factors combine as e^{r (y + z)} = e^{r x} (equal rates).
+    """
+    r3 = p3[3]
+    if pair.rate.size and not (np.all(r3 == pair.rate[0]) and np.all(pair.rate == pair.rate[0])):
+        return None
+    b0, b1, b2, logw, rate, lo, hi = [], [], [], [], [], [], []
+    for kd, anc, lw, r, s0, s1 in zip(pair.kind, pair.anchor, pair.logw, pair.rate, pair.lo, pair.hi,
+                                      strict=True):
+        for lo3, hi3, lw3 in zip(p3[0], p3[1], p3[2], strict=True):
+            w = hi3 - lo3
+            knots = sorted({s0 + lo3, s1 + lo3, s0 + hi3, s1 + hi3})
+
+            def f(x, _kd=kd, _anc=anc, _s0=s0, _s1=s1, _lo3=lo3, _hi3=hi3):
+                u = min(_s1, x - _lo3)
+                low = max(_s0, x - _hi3)
+                return 0.0 if u <= low else (u - low) * (_lam_at(_kd, _anc, low) + _lam_at(_kd, _anc, u)) / 2
+
+            for xa, xb in zip(knots[:-1], knots[1:], strict=True):
+                d = xb - xa
+                if d <= 0.0:
+                    continue
+                mid = 0.5 * (xa + xb)
+                u_moving = mid - lo3 < s1
+                l_moving = mid - hi3 > s0
+                fa, fb = f(xa), f(xb)
+                if u_moving and not l_moving:
+                    fm = fa + _lam_at(kd, anc, min(s1, xa - lo3)) * d / 2
+                elif l_moving and not u_moving:
+                    fm = _lam_at(kd, anc, s1) * d / 2
+                elif u_moving and l_moving:
+                    fm = w * (_lam_at(kd, anc, max(s0, xa - hi3)) + _lam_at(kd, anc, min(s1, xb - lo3))) / 2
+                else:
+                    fm = fa
+                if max(fa, fm, fb) <= 0.0:
+                    continue
+                b0.append(fa)
+                b1.append(fm)
+                b2.append(fb)
+                logw.append(lw + lw3)
+                rate.append(r)
+                lo.append(xa)
+                hi.append(xb)
+    return QuadSegments(*(np.array(v, dtype=float) for v in (b0, b1, b2, logw, rate, lo, hi)))
+
+
 def build_terms(counts: list[int], atoms_j: list[tuple[np.ndarray, np.ndarray]],
                 pieces_j: list, powers: dict | None = None,
                 log_fact: np.ndarray | None = None) -> tuple[list[ClosedTerm], int]:
-    """Closed-form terms of orders 1 (and 2 when every piece shares one rate) and the order reached.
+    """Closed-form terms of orders 1 (2 and 3 when every piece shares one rate; 3 only with at most
+    ``MAX_THIRD_ORDER_FACTORS`` distinct piece mechanisms) and the order reached.
 
     ``pieces_j[j]`` is None for entries without exponential pieces; their continuous parts (and all
     cross terms with them) stay in the numerically inverted remainder.  Terms whose atom set is too
@@ -147,7 +227,24 @@ def build_terms(counts: list[int], atoms_j: list[tuple[np.ndarray, np.ndarray]],
             if comp is None:
                 return terms, 1
             second.append(ClosedTerm((i, j), _exponents(counts, minus), math.log(coef), comp, segs))
-    return terms + second, 2
+    if len(pis) > MAX_THIRD_ORDER_FACTORS:
+        return terms + second, 2
+    third: list[ClosedTerm] = []
+    for a, i in enumerate(pis):
+        for b, j in enumerate(pis[a:], start=a):
+            for m in pis[b:]:
+                minus: dict[int, int] = {}
+                for x in (i, j, m):
+                    minus[x] = minus.get(x, 0) + 1
+                if any(counts[x] < e for x, e in minus.items()):
+                    continue  # C(k, e) = 0: no such term
+                coef = math.prod(math.comb(counts[x], e) for x, e in minus.items())
+                segs3 = triple_segments(pair_segments(pieces_j[i], pieces_j[j]), pieces_j[m])
+                comp = atoms_for(coef, minus) if segs3 is not None else None
+                if comp is None:
+                    return terms + second, 2
+                third.append(ClosedTerm((i, j, m), _exponents(counts, minus), math.log(coef), comp, segs3))
+    return terms + second + third, 3
 
 
 def _exponents(counts: list[int], minus: dict[int, int]) -> tuple[int, ...]:
@@ -160,14 +257,18 @@ def log_delta(terms: list[ClosedTerm], eps: float) -> tuple[float, float, float]
     Upper side: pruned atoms (mass times the segment mass <= 1), skipped negligible terms, rounding.
     Lower side: merged atoms moved their loss up by <= merge_shift (delta moves by <= that), rounding.
     """
-    from ._kernels import segments_log_delta
+    from ._kernels import quad_segments_log_delta, segments_log_delta
 
     tot = -math.inf
     up = lo = 0.0
     for term in terms:
         sg = term.segments
-        v, skipped = segments_log_delta(term.atoms.losses, term.atoms.logw, sg.kind, sg.anchor, sg.logw,
-                                        sg.rate, sg.lo, sg.hi, float(eps), _GL_X, _GL_W)
+        if isinstance(sg, QuadSegments):
+            v, skipped = quad_segments_log_delta(term.atoms.losses, term.atoms.logw, sg.b0, sg.b1, sg.b2,
+                                                 sg.logw, sg.rate, sg.lo, sg.hi, float(eps), _GL_X, _GL_W)
+        else:
+            v, skipped = segments_log_delta(term.atoms.losses, term.atoms.logw, sg.kind, sg.anchor,
+                                            sg.logw, sg.rate, sg.lo, sg.hi, float(eps), _GL_X, _GL_W)
         if math.isnan(v) or math.isnan(skipped):
             raise FloatingPointError(f"closed-form delta is NaN at eps={eps!r}")
         tot = float(np.logaddexp(tot, v))

@@ -15,7 +15,7 @@ import pytest
 import reference as ref
 
 from conversions import pieces
-from conversions._kernels import _segment_integral
+from conversions._kernels import _quad_integral, _segment_integral
 from conversions.contour import ComposedPLD, delta_bounds, epsilon_bounds
 from mechanisms import Gaussian, Laplace, RandomizedResponse, SubsampledLaplace
 from mechanisms._numerics import discrete_log_mgf, exp_pieces_log_mgf
@@ -49,6 +49,58 @@ def test_segment_integral_matches_mpmath(kind, r, lo, hi):
             got = _segment_integral(kind, anchor, r, lo, hi, theta, GL_X, GL_W)
             assert got >= 0.0
             assert abs(got - float(exact)) <= 1e-13 * float(exact) + 1e-300, (theta, got, exact)
+
+
+@pytest.mark.parametrize("r", [0.0, 0.3, 0.5, 1.0])
+@pytest.mark.parametrize("lo,hi", [(-0.05, 0.05), (-0.4, 0.5), (1.0, 1.9), (0.2, 3.0), (-30.0, 10.0)])
+def test_quadratic_segment_integral_matches_mpmath(r, lo, hi):
+    """int_lo^hi e^{r (s - hi)} Q(s) (1 - e^{theta - s})_+ ds, Q in Bernstein form (order-3 terms)."""
+    width = hi - lo
+    thetas = [lo - 3.0, lo - 1e-3, lo, lo + 0.1 * width, lo + 0.5 * width, hi - 0.6, hi - 1e-2,
+              hi - 1e-6, hi, hi + 1.0]
+    for b in [(1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0), (0.3, 2.0, 0.7)]:
+        with mp.workdps(40):
+            wm = mp.mpf(hi) - mp.mpf(lo)
+            for theta in thetas:
+                a = max(lo, theta)
+                if a >= hi:
+                    exact = mp.mpf(0)
+                else:
+                    def f(x, th=theta, b=b, wm=wm):
+                        v = (x - lo) / wm
+                        q = b[0] * (1 - v) ** 2 + 2 * b[1] * v * (1 - v) + b[2] * v ** 2
+                        return mp.e ** (r * (x - hi)) * q * -mp.expm1(th - x)
+
+                    exact = mp.quad(f, [a, (a + hi) / 2, hi])
+                got = _quad_integral(*b, r, lo, hi, theta, GL_X, GL_W)
+                assert got >= 0.0
+                assert abs(got - float(exact)) <= 1e-13 * float(exact) + 1e-300, (b, theta, got, exact)
+
+
+def test_triple_segments_are_the_convolution():
+    """MGF of the quadratic segments = product of three pieces' MGFs; Bernstein coefficients >= 0."""
+    ps = [pieces.check_pieces(Laplace(scale=b).pld_exp_pieces(), "p") for b in (1.0, 0.4, 2.5)]
+    for p1, p2, p3 in [(ps[0], ps[0], ps[0]), (ps[0], ps[1], ps[2]), (ps[1], ps[1], ps[2])]:
+        q = pieces.triple_segments(pieces.pair_segments(p1, p2), p3)
+        assert q is not None and q.lo.size >= 3
+        assert np.all(q.b0 >= 0) and np.all(q.b1 >= 0) and np.all(q.b2 >= 0)
+        assert np.all(q.hi > q.lo)
+        for s in (0.3, 1.0 + 2j, 0.5 - 7j):
+            with mp.workdps(30):
+                tot = mp.mpc(0)
+                for i in range(q.lo.size):
+                    lo, hi = float(q.lo[i]), float(q.hi[i])
+                    wm = mp.mpf(hi) - mp.mpf(lo)
+
+                    def f(x, i=i, lo=lo, wm=wm, q=q, s=s):
+                        v = (x - lo) / wm
+                        qq = (float(q.b0[i]) * (1 - v) ** 2 + 2 * float(q.b1[i]) * v * (1 - v)
+                              + float(q.b2[i]) * v ** 2)
+                        return mp.e ** (float(q.logw[i]) + (float(q.rate[i]) + s) * x) * qq
+
+                    tot += mp.quad(f, [lo, hi])
+            prod = np.exp(sum(exp_pieces_log_mgf(np.array([s]), *p) for p in (p1, p2, p3)))[0]
+            assert abs(complex(tot) - prod) <= 1e-13 * abs(prod)
 
 
 def test_laplace_pieces_are_its_continuous_part():
@@ -99,11 +151,11 @@ def test_invalid_pieces_raise(bad):
         pieces.check_pieces(bad, "mech")
 
 
-@pytest.mark.parametrize("b,k", [(1.0, 1), (2.0, 1), (1.0, 2), (0.5, 2)])
-def test_one_and_two_fold_laplace_are_closed_form_and_exact(b, k):
-    """k <= 2: no contour at all; delta(eps) equals the exact profile to ~1e-13 at every eps."""
+@pytest.mark.parametrize("b,k", [(1.0, 1), (2.0, 1), (1.0, 2), (0.5, 2), (1.0, 3), (0.3, 3), (4.0, 3)])
+def test_up_to_three_fold_laplace_is_closed_form_and_exact(b, k):
+    """k <= 3: no contour at all; delta(eps) equals the exact profile to ~1e-13 at every eps."""
     pld = ComposedPLD([(Laplace(scale=b), k)])
-    assert pld.purely_atomic and pld.closed_order == 2
+    assert pld.purely_atomic and pld.closed_order == 3
     a = 1.0 / b
     for eps in np.linspace(-k * a - 0.5, k * a + 0.1, 23):
         exact = ref.laplace_delta(float(eps), b, k)
@@ -112,10 +164,10 @@ def test_one_and_two_fold_laplace_are_closed_form_and_exact(b, k):
         assert got.upper - got.lower <= 1e-12 * max(exact, 1e-300) + 1e-300
 
 
-@pytest.mark.parametrize("b,k,eps", [(1.0, 3, 1.0), (1.0, 10, 4.0), (2.0, 10, 4.9), (5.0, 100, 3.0),
+@pytest.mark.parametrize("b,k,eps", [(1.0, 4, 1.0), (1.0, 10, 4.0), (2.0, 10, 4.9), (5.0, 100, 3.0),
                                      (0.7, 30, 12.0)])
 def test_laplace_with_closed_terms_matches_exact(b, k, eps):
-    """k >= 3: atoms + closed orders 1, 2 + contour for the rest; bracket contains the exact profile."""
+    """k >= 4: atoms + closed orders 1-3 + contour for the rest; bracket contains the exact profile."""
     exact = ref.laplace_delta(eps, b, k)
     got = delta_bounds(ComposedPLD([(Laplace(scale=b), k)]), eps)
     assert got.lower <= exact <= got.upper, (got, exact)
@@ -154,6 +206,8 @@ def test_remainder_envelope_bounds_the_remainder(entries):
     """|M - A - F|(c + it') <= exp(log_env_r(c, t)) for t' >= t (F: the closed-form terms)."""
     pld = ComposedPLD(entries)
     assert pld.closed_terms
+    # orders 1-3 closed-form when at most two distinct piece mechanisms (the first two ledgers)
+    assert pld.closed_order == (3 if len(pld._closed_set) <= pieces.MAX_THIRD_ORDER_FACTORS else 2)
     for c in (0.3, 1.0, 4.0):
         for t in (0.5, 5.0, 60.0, 900.0):
             tp = t + np.array([0.0, 0.37, 1.9, 13.0, 101.0])
