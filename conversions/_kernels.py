@@ -194,7 +194,19 @@ def segments_log_delta(losses, logw, kind, anchor, slogw, rate, lo, hi, eps, gl_
     acc = 0.0  # sum of exp(v - m)
     skip_max = -np.inf
     n_skip = 0
+    cmax = np.max(cq) if p > 0 else -np.inf
+    heaviest_first = True
+    for i in range(1, n):
+        if logw[i] > logw[i - 1]:
+            heaviest_first = False
+            break
     for i in range(n):
+        if heaviest_first and logw[i] + cmax < m - 36.0:
+            # atoms come heaviest first: every remaining term is below the skipping threshold
+            n_skip += (n - i) * p
+            if logw[i] + cmax > skip_max:
+                skip_max = logw[i] + cmax
+            break
         for q in range(p):
             theta = eps - losses[i]
             if theta >= hi[q]:
@@ -334,7 +346,19 @@ def quad_segments_log_delta(losses, logw, b0, b1, b2, slogw, rate, lo, hi, eps, 
     acc = 0.0
     skip_max = -np.inf
     n_skip = 0
+    cmax = np.max(cq) if p > 0 else -np.inf
+    heaviest_first = True
+    for i in range(1, n):
+        if logw[i] > logw[i - 1]:
+            heaviest_first = False
+            break
     for i in range(n):
+        if heaviest_first and logw[i] + cmax < m - 36.0:
+            # atoms come heaviest first: every remaining term is below the skipping threshold
+            n_skip += (n - i) * p
+            if logw[i] + cmax > skip_max:
+                skip_max = logw[i] + cmax
+            break
         for q in range(p):
             theta = eps - losses[i]
             if theta >= hi[q] or cq[q] == -np.inf:

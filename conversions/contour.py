@@ -206,6 +206,13 @@ class ComposedPLD:
                 n_cont <= self.closed_order and all(j in self._closed_set for j, _ in cont))
 
     @functools.cached_property
+    def atoms_log_mass(self) -> float:
+        """log of the total mass of the enumerated (kept) atoms (``-inf`` if none)."""
+        if self.atoms is None or self.atoms.size == 0:
+            return -math.inf
+        return float(np.logaddexp.reduce(self.atoms.logw))
+
+    @functools.cached_property
     def log_mass_r(self) -> float:
         """log of the mass outside the atoms, M(0) - A(0) (the finite part of the remainder and F)."""
         m0 = self.log_mgf_real(0.0)
@@ -562,17 +569,36 @@ def _combine(pld: ComposedPLD, grid: _Grid | None, eps: float) -> tuple[float, f
 
     delta = p_inf + delta_atoms (exact) + delta_R (contour, bracketed); delta_R >= 0 always.
     """
+    def unscale(x: float) -> float:  # x * e^{log_scale}, clamped to [0, 1] without overflow
+        if x <= 0.0:
+            return 0.0
+        lx = math.log(x) + log_scale
+        return 1.0 if lx >= 0.0 else math.exp(lx)
+
+    log_floor = -math.inf
+    if grid is not None:
+        log_scale, s, lo_err, up_err = grid.delta_r(eps)
+        r_est, r_up, r_lo = unscale(s), unscale(s + up_err), unscale(s - lo_err)
+        if s + up_err > 0 and r_up == 0.0:
+            r_up = 5e-324  # never report 0 when the bound is merely below the float range
+        # exact parts whose whole mass is below e^-46 (1e-20) of the contour part are not integrated
+        # (their delta, at most that mass, goes to the upper side only)
+        if r_up > 0.0:
+            log_floor = math.log(r_up) - 46.0
     base = pld.p_inf
     extra_up = extra_lo = 0.0
     if pld.atoms is not None and pld.atoms_exact:
-        la = atoms_mod.log_delta(pld.atoms, eps)
-        if la > -math.inf:
-            base += math.exp(la)
+        if pld.atoms_log_mass < log_floor:
+            extra_up = math.exp(pld.atoms_log_mass)
+        else:
+            la = atoms_mod.log_delta(pld.atoms, eps)
+            if la > -math.inf:
+                base += math.exp(la)
         # pruned atoms (upper side) and merged losses (moved up by <= merge_shift: lower side)
-        extra_up = pld.atoms.dropped_mass
+        extra_up += pld.atoms.dropped_mass
         extra_lo = pld.atoms.merge_shift
         if pld.closed_terms:
-            lf, f_up, f_lo = pieces_mod.log_delta(pld.closed_terms, eps)
+            lf, f_up, f_lo = pieces_mod.log_delta(pld.closed_terms, eps, log_floor)
             if lf > -math.inf:
                 base += math.exp(lf)
             extra_up += f_up
@@ -582,17 +608,6 @@ def _combine(pld: ComposedPLD, grid: _Grid | None, eps: float) -> tuple[float, f
         # float64 summation of the atoms: a few ulps of relative error, added on the safe side
         rnd = 1e-14 * base
         return base, max(base - extra_lo - rnd, 0.0), min(1.0, base + extra_up + rnd), details
-    log_scale, s, lo_err, up_err = grid.delta_r(eps)
-
-    def unscale(x: float) -> float:  # x * e^{log_scale}, clamped to [0, 1] without overflow
-        if x <= 0.0:
-            return 0.0
-        lx = math.log(x) + log_scale
-        return 1.0 if lx >= 0.0 else math.exp(lx)
-
-    r_est, r_up, r_lo = unscale(s), unscale(s + up_err), unscale(s - lo_err)
-    if s + up_err > 0 and r_up == 0.0:
-        r_up = 5e-324  # never report 0 when the bound is merely below the float range
     details = {"c": grid.c, "h": grid.h, "nodes": int(grid.t.size), "U": grid.u_trunc,
                "error_rel": (r_up - r_lo) / max(base + r_est, 1e-300)}
     upper = min(1.0, base * (1 + 1e-14) + r_up + extra_up)

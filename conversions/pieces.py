@@ -24,7 +24,7 @@ mpmath quadrature.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -72,7 +72,22 @@ class ClosedTerm:
     exponents: tuple[int, ...]
     log_coef: float
     atoms: atoms_mod.Atoms
-    segments: Segments
+    segments: Segments | QuadSegments
+    log_bound: float = field(init=False)  # log of a bound on the term's mass (>= its delta at any eps)
+
+    def __post_init__(self):
+        sg = self.segments
+        if isinstance(sg, QuadSegments):
+            peak = np.maximum(np.maximum(sg.b0, sg.b1), sg.b2)
+        else:
+            peak = np.where(sg.kind == 0, sg.anchor, np.where(sg.kind == 1, sg.hi - sg.anchor,
+                                                               sg.anchor - sg.lo))
+        with np.errstate(divide="ignore"):
+            seg = np.log(np.maximum(peak, 0.0) * (sg.hi - sg.lo)) + sg.logw + sg.rate * sg.hi
+        lb = -math.inf
+        if self.atoms.size and seg.size:
+            lb = float(np.logaddexp.reduce(self.atoms.logw)) + float(np.logaddexp.reduce(seg))
+        object.__setattr__(self, "log_bound", lb)
 
 
 def check_pieces(pieces, what: str) -> tuple[np.ndarray, ...]:
@@ -201,7 +216,9 @@ def build_terms(counts: list[int], atoms_j: list[tuple[np.ndarray, np.ndarray]],
             comp = None if (pj is None or comp is None) else atoms_mod.convolve(comp, pj)
             if comp is None:
                 return None
-        return comp
+        # heaviest atoms first: the kernels then stop at the first atom whose every term is negligible
+        order = np.argsort(-comp.logw, kind="stable")
+        return atoms_mod.Atoms(comp.losses[order], comp.logw[order], comp.dropped_mass, comp.merge_shift)
 
     pis = [i for i, p in enumerate(pieces_j) if p is not None]
     terms: list[ClosedTerm] = []
@@ -251,11 +268,14 @@ def _exponents(counts: list[int], minus: dict[int, int]) -> tuple[int, ...]:
     return tuple(k - minus.get(j, 0) for j, k in enumerate(counts))
 
 
-def log_delta(terms: list[ClosedTerm], eps: float) -> tuple[float, float, float]:
+def log_delta(terms: list[ClosedTerm], eps: float,
+              log_floor: float = -math.inf) -> tuple[float, float, float]:
     """(log delta of the closed-form terms at eps, upper-side error, lower-side error).
 
     Upper side: pruned atoms (mass times the segment mass <= 1), skipped negligible terms, rounding.
     Lower side: merged atoms moved their loss up by <= merge_shift (delta moves by <= that), rounding.
+    A term whose mass bound lies below ``log_floor`` is not integrated: its delta (between 0 and that
+    bound) only widens the bracket, by the bound, on the upper side.
     """
     from ._kernels import quad_segments_log_delta, segments_log_delta
 
@@ -263,6 +283,9 @@ def log_delta(terms: list[ClosedTerm], eps: float) -> tuple[float, float, float]
     up = lo = 0.0
     for term in terms:
         sg = term.segments
+        if term.log_bound < log_floor:
+            up += math.exp(term.log_bound) + term.atoms.dropped_mass
+            continue
         if isinstance(sg, QuadSegments):
             v, skipped = quad_segments_log_delta(term.atoms.losses, term.atoms.logw, sg.b0, sg.b1, sg.b2,
                                                  sg.logw, sg.rate, sg.lo, sg.hi, float(eps), _GL_X, _GL_W)
