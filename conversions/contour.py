@@ -745,46 +745,79 @@ def _bracket_above(f_up, hi: float) -> float:
 
 
 def _upper_root_bracketed(f_up, hi: float) -> float:
-    """Root of f_up on [0, hi'] by brentq (which keeps a sign-change bracket, so the kinks of
+    """Root of f_up on [0, hi'] by :func:`_root_bracket` (which keeps a sign-change bracket, so the kinks of
     delta(eps) at atom losses and the jump of log delta to -inf past the largest loss are harmless)."""
     if f_up(0.0) <= 0.0:
         return 0.0
     hi_used = _bracket_above(f_up, hi)
-    return _certify_up(f_up, brentq(f_up, 0.0, hi_used, xtol=1e-11 * max(1.0, hi_used), rtol=1e-12,
-                                    maxiter=300))
+    return _root_bracket(f_up, 0.0, f_up(0.0), hi_used, f_up(hi_used), 1e-11 * max(1.0, hi_used))
 
 
 def _upper_root_smooth(f_up, hi: float, slope: float) -> float:
     """Smallest eps >= 0 with f_up(eps) <= 0 for a smooth f_up = log delta_up - log delta.
 
     Near the root log delta(eps) falls with slope about -c (c: the Chernoff-optimal line), so Newton
-    steps with that slope from the Chernoff bound give a tight bracket for brentq in one or two calls.
+    steps with that slope from the Chernoff bound give a tight bracket in one or two calls.
     """
     b = _bracket_above(f_up, hi)
+    tol = 1e-11 * max(1.0, b)
     a = None
+    step = 0.0
     for _ in range(4):
-        x = b + f_up(b) / max(slope, 1e-12) * 1.02  # overshoot slightly so that x is below the root
+        # overshoot slightly (and by half the tolerance) so that x lands below the root
+        x = b + f_up(b) / max(slope, 1e-12) * 1.02 - 0.5 * tol
         if x <= 0.0:
             break
         if f_up(x) > 0.0:
             a = x
             break
+        step = b - x
         b = x
+    if a is None and step > 0.0:
+        # still above the root after the Newton steps (which shrink geometrically): walk down
+        d = max(step, tol)
+        while a is None and b - d > 0.0:
+            x = b - d
+            if f_up(x) > 0.0:
+                a = x
+            else:
+                b = x
+                d *= 4.0
     if a is None:
         if f_up(0.0) <= 0.0:
             return 0.0
         a = 0.0
-    return _certify_up(f_up, brentq(f_up, a, b, xtol=1e-11 * max(1.0, b), rtol=1e-12, maxiter=300))
+    return _root_bracket(f_up, a, f_up(a), b, f_up(b), tol)
 
 
-def _certify_up(f_up, root: float) -> float:
-    """Move a root estimate up until f_up <= 0 there (a certified upper bound)."""
-    eps_up = root
-    step = 1e-14 * max(1.0, root)
-    while f_up(eps_up) > 0.0:
-        eps_up += step
-        step *= 2
-    return eps_up
+def _root_bracket(f, a: float, fa: float, b: float, fb: float, tol: float) -> float:
+    """b' with f(b') <= 0 and f > 0 somewhere in (b' - tol, b'], for f non-increasing, fa > 0 >= fb.
+
+    Illinois regula falsi (superlinear on the near-linear log delta) that keeps the sign bracket, so
+    its upper end is certified as it stands.  Trial points stay tol/4 inside the bracket so that the
+    last steps straddle the root; after 40 steps (kinks of delta at atom losses) it bisects.
+    """
+    side = 0
+    n = 0
+    while b - a > tol:
+        n += 1
+        if n > 40 or not (fb < fa):
+            x = 0.5 * (a + b)
+        else:
+            x = b - fb * (b - a) / (fb - fa)
+            x = min(max(x, a + 0.25 * tol), b - 0.25 * tol)
+        fx = f(x)
+        if fx > 0.0:
+            a, fa = x, fx
+            if side == -1:
+                fb *= 0.5
+            side = -1
+        else:
+            b, fb = x, fx
+            if side == 1:
+                fa *= 0.5
+            side = 1
+    return b
 
 
 def _solve(pld, delta, up_fn, lo_fn, hi, details, slope: float | None = None) -> EpsilonBounds:
