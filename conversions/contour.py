@@ -669,7 +669,9 @@ def epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float = DEFAULT_RTOL) -
             return comb(e)[1]
 
         # delta(eps) is continuous (kinks at the atom losses): bracketed root finding, no contour
-        return _solve(pld, delta, up_fn, lo_fn, None, {"exact": True})
+        # the optimised Chernoff bound gives the start and the slope of the root search
+        hi, c_ch = _chernoff_eps_opt(pld, delta - pld.p_inf)
+        return _solve(pld, delta, up_fn, lo_fn, hi, {"exact": True}, slope=c_ch)
     # the Chernoff bound of the composed pair, optimised over c, gives a valid bracket and the line
     d_fin = delta - pld.p_inf
     hi, c_ch = _chernoff_eps_opt(pld, d_fin)
@@ -745,12 +747,19 @@ def _bracket_above(f_up, hi: float) -> float:
 
 
 def _upper_root_bracketed(f_up, hi: float) -> float:
-    """Root of f_up on [0, hi'] by :func:`_root_bracket` (which keeps a sign-change bracket, so the kinks of
+    """Root of f_up on [0, hi'] by brentq (which keeps a sign-change bracket, so the kinks of
     delta(eps) at atom losses and the jump of log delta to -inf past the largest loss are harmless)."""
     if f_up(0.0) <= 0.0:
         return 0.0
     hi_used = _bracket_above(f_up, hi)
-    return _root_bracket(f_up, 0.0, f_up(0.0), hi_used, f_up(hi_used), 1e-11 * max(1.0, hi_used))
+    xtol, rtol = 1e-11 * max(1.0, hi_used), 1e-12
+    root = brentq(f_up, 0.0, hi_used, xtol=xtol, rtol=rtol, maxiter=300)
+    # brentq's root lies within xtol + rtol |root| of a sign change: step up by that, then double
+    step = xtol + 4.0 * rtol * root
+    while f_up(root) > 0.0:
+        root += step
+        step *= 2.0
+    return root
 
 
 def _upper_root_smooth(f_up, hi: float, slope: float) -> float:
@@ -801,11 +810,11 @@ def _root_bracket(f, a: float, fa: float, b: float, fb: float, tol: float) -> fl
     n = 0
     while b - a > tol:
         n += 1
-        if n > 40 or not (fb < fa):
+        if n > 40 or not (fb < fa) or fb < -500.0:  # (-800: delta_up = 0, no slope to follow)
             x = 0.5 * (a + b)
         else:
             x = b - fb * (b - a) / (fb - fa)
-            x = min(max(x, a + 0.25 * tol), b - 0.25 * tol)
+        x = min(max(x, a + 0.25 * tol), b - 0.25 * tol)
         fx = f(x)
         if fx > 0.0:
             a, fa = x, fx
@@ -829,7 +838,7 @@ def _solve(pld, delta, up_fn, lo_fn, hi, details, slope: float | None = None) ->
 
     if hi is None or not math.isfinite(hi):
         hi = 1.0
-    if pld.purely_atomic or slope is None:
+    if slope is None:
         eps_up = _upper_root_bracketed(f_up, hi)
     else:
         eps_up = _upper_root_smooth(f_up, hi, slope)
