@@ -191,6 +191,9 @@ def _binomial_power(a: Atoms, k: int, log_fact: np.ndarray | None) -> Atoms | No
     dropped = _PRUNED_MASS * float(np.count_nonzero(~keep) + (k + 1 - j.size))
     if np.count_nonzero(keep) > MAX_ATOMS:
         return None
+    if abs(float(a.losses[0]) - float(a.losses[1])) > 1e-9:
+        # consecutive losses differ by |l0 - l1|: already distinct after rounding, nothing to merge
+        return Atoms(losses[keep], logw[keep], dropped, 0.0)
     return _merge_prune(losses[keep], logw[keep], dropped, 0.0)
 
 

@@ -203,10 +203,13 @@ def build_terms(counts: list[int], atoms_j: list[tuple[np.ndarray, np.ndarray]],
     if log_fact is None or log_fact.size <= max(counts):
         log_fact = atoms_mod.shared_log_factorials(max(counts))
 
+    singles: dict = {}
+
     def power(j: int, k: int):
         if (j, k) not in powers:
-            l, w = atoms_j[j]
-            powers[j, k] = atoms_mod.power(atoms_mod.single(l, w), k, log_fact)
+            if j not in singles:
+                singles[j] = atoms_mod.single(*atoms_j[j])
+            powers[j, k] = atoms_mod.power(singles[j], k, log_fact)
         return powers[j, k]
 
     def atoms_for(coef: float, minus: dict[int, int]) -> atoms_mod.Atoms | None:
@@ -231,11 +234,12 @@ def build_terms(counts: list[int], atoms_j: list[tuple[np.ndarray, np.ndarray]],
     if not pis or len(pis) > MAX_SECOND_ORDER_FACTORS:
         return terms, 1
     second: list[ClosedTerm] = []
+    pairs: dict = {}
     for a, i in enumerate(pis):
         for j in pis[a:]:
             if i == j and counts[i] < 2:
                 continue
-            segs = pair_segments(pieces_j[i], pieces_j[j])
+            segs = pairs[i, j] = pair_segments(pieces_j[i], pieces_j[j])
             if segs is None:
                 return terms, 1
             minus = {i: 2} if i == j else {i: 1, j: 1}
@@ -256,7 +260,8 @@ def build_terms(counts: list[int], atoms_j: list[tuple[np.ndarray, np.ndarray]],
                 if any(counts[x] < e for x, e in minus.items()):
                     continue  # C(k, e) = 0: no such term
                 coef = math.prod(math.comb(counts[x], e) for x, e in minus.items())
-                segs3 = triple_segments(pair_segments(pieces_j[i], pieces_j[j]), pieces_j[m])
+                pair = pairs.get((i, j)) or pair_segments(pieces_j[i], pieces_j[j])
+                segs3 = None if pair is None else triple_segments(pair, pieces_j[m])
                 comp = atoms_for(coef, minus) if segs3 is not None else None
                 if comp is None:
                     return terms + second, 2
