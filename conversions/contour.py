@@ -434,6 +434,7 @@ class _Plan:
     h: float
     cp: float
     u: float
+    h_from_upper: bool = False  # the step is set by the aliasing of the lines above c
 
     @property
     def nodes(self) -> int:
@@ -479,7 +480,7 @@ def _plan(pld: ComposedPLD, c: float, eps_ref: float, log_target: float) -> _Pla
         if log_t <= lam or 2.0 * u / h > MAX_NODES or pld.work(2.0 * u, h) > WORK_BUDGET:
             break  # (the next doubling would exceed the node or work cap: stop below it)
         u *= 2.0
-    return _Plan(c, h, cp, min(u, h * MAX_NODES))
+    return _Plan(c, h, cp, min(u, h * MAX_NODES), h_up < max(h_low1, h_low2))
 
 
 def _best_plan(pld: ComposedPLD, eps_ref: float, log_target: float,
@@ -502,9 +503,10 @@ def _best_plan(pld: ComposedPLD, eps_ref: float, log_target: float,
 
     g0 = g(c0)
     best = _plan(pld, c0, eps_ref, log_target)
-    if best is not None and best.nodes > 128:
+    if best is not None and best.nodes > 128 and best.h_from_upper:
         # the aliasing step shrinks fast above the saddle when M grows steeply (subsampled Gaussian
-        # at small q): one or two grid steps below it often need far fewer nodes
+        # at small q): when that bound sets the step, one or two grid steps below often need far
+        # fewer nodes
         for f in (2.0 ** -0.25, 2.0 ** -0.5):
             c = c0 * f
             if g(c) - g0 > math.log(1e4):
