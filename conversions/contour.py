@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import brentq, minimize_scalar
+from scipy.optimize import brentq
 
 from mechanisms.base import Mechanism, check_direction
 
@@ -393,9 +393,8 @@ class ComposedPLD:
             return v if math.isfinite(v) else 1e300
 
         # the line is then snapped to a 2^(1/4) grid (a 19 % step in c): 1 % accuracy is ample
-        res = minimize_scalar(g, bounds=(math.log(1e-6), math.log(cmax)), method="bounded",
-                              options={"xatol": 1e-2})
-        return float(math.exp(res.x))
+        x, _ = _minimize_bounded(g, math.log(1e-6), math.log(cmax), 1e-2)
+        return float(math.exp(x))
 
     def saddle_near(self, eps: float, c_start: float) -> float:
         """:meth:`saddle` by a few Newton steps in log c from ``c_start`` (finite differences; falls back
@@ -745,6 +744,58 @@ def _memo(fn):
     return wrapped
 
 
+def _minimize_bounded(f, a: float, b: float, xatol: float) -> tuple[float, float]:
+    """(x, f(x)) minimising a unimodal f on [a, b]: Brent's method (golden sections with parabolic
+    steps), like scipy's bounded ``minimize_scalar`` but without its per-call overhead (this runs
+    twice per query on functions costing a microsecond)."""
+    golden = 0.3819660112501051
+    x = w = v = a + golden * (b - a)
+    fx = fw = fv = f(x)
+    d = e = 0.0
+    for _ in range(200):
+        m = 0.5 * (a + b)
+        tol1 = 1.5e-8 * abs(x) + xatol / 3.0
+        tol2 = 2.0 * tol1
+        if abs(x - m) <= tol2 - 0.5 * (b - a):
+            break
+        parabolic = False
+        if abs(e) > tol1:
+            r = (x - w) * (fx - fv)
+            q = (x - v) * (fx - fw)
+            p = (x - v) * q - (x - w) * r
+            q = 2.0 * (q - r)
+            if q > 0.0:
+                p = -p
+            q = abs(q)
+            if abs(p) < abs(0.5 * q * e) and q * (a - x) < p < q * (b - x):
+                e, d = d, p / q
+                u = x + d
+                if u - a < tol2 or b - u < tol2:
+                    d = tol1 if x < m else -tol1
+                parabolic = True
+        if not parabolic:
+            e = (b - x) if x < m else (a - x)
+            d = golden * e
+        u = x + (d if abs(d) >= tol1 else (tol1 if d > 0 else -tol1))
+        fu = f(u)
+        if fu <= fx:
+            if u < x:
+                b = x
+            else:
+                a = x
+            v, fv, w, fw, x, fx = w, fw, x, fx, u, fu
+        else:
+            if u < x:
+                a = u
+            else:
+                b = u
+            if fu <= fw or w == x:
+                v, fv, w, fw = w, fw, u, fu
+            elif fu <= fv or v == x or v == w:
+                v, fv = u, fu
+    return x, fx
+
+
 def _chernoff_eps_opt(pld: ComposedPLD, d_fin: float) -> tuple[float, float]:
     """min_c (log kappa(c) + log M(c) - log d) / c and its argmin (a rigorous eps bound)."""
     cmax = min(pld.max_order * 0.98, 1e5)
@@ -757,10 +808,8 @@ def _chernoff_eps_opt(pld: ComposedPLD, d_fin: float) -> tuple[float, float]:
 
     # any c gives a rigorous bound; near the optimum the value is flat (an error x in log c costs
     # O(x^2)), and the exact root is found later on the contour: 1e-4 is ample
-    res = minimize_scalar(f, bounds=(math.log(1e-6), math.log(cmax)), method="bounded",
-                          options={"xatol": 1e-4})
-    c = float(math.exp(res.x))
-    return max(float(res.fun), 0.0), c
+    x, fx = _minimize_bounded(f, math.log(1e-6), math.log(cmax), 1e-4)
+    return max(float(fx), 0.0), float(math.exp(x))
 
 
 def _bracket_above(f_up, hi: float) -> float:
