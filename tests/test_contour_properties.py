@@ -350,3 +350,37 @@ def test_spec02_fig31_and_table_d_numbers():
     for sigma, k, val in ((30.0, 400, 4.2161859486), (60.0, 1120, 3.4826741351)):
         e = _acct((Gaussian(sigma=sigma), k)).epsilon(1e-10, method="cf")
         assert e == pytest.approx(val, abs=2e-10)
+
+
+# ------------------------------------------------------------------ scalar solvers of the cf route
+def test_bounded_minimiser_finds_the_minimum():
+    """Brent's method on unimodal functions: within xatol of the true minimiser (also at a bound)."""
+    from conversions.contour import _minimize_bounded
+
+    cases = [(lambda x: (x - 1.3) ** 2, -5.0, 5.0, 1.3),
+             (lambda x: math.cosh(x - 0.2) + 0.1 * x, -10.0, 10.0, 0.2 + math.asinh(-0.1)),
+             (lambda x: abs(x + 2.0) ** 1.5, -4.0, 3.0, -2.0),
+             (lambda x: math.exp(x), -3.0, 2.0, -3.0)]  # minimum at the lower bound
+    for f, a, b, want in cases:
+        for tol in (1e-2, 1e-4, 1e-8):
+            x, fx = _minimize_bounded(f, a, b, tol)
+            assert abs(x - want) <= 2 * tol + 1e-7 * abs(want), (want, x, tol)
+            assert fx == f(x)
+
+
+def test_root_bracket_returns_a_certified_upper_end():
+    """For non-increasing f with f(a) > 0 >= f(b): f(result) <= 0 and f > 0 just below it, also for
+    kinks, jumps and the -800 'delta = 0' sentinel past a support end."""
+    from conversions.contour import _root_bracket
+
+    root = 1.2345678901
+    fns = [lambda x: root - x,
+           lambda x: math.log(max(1e-300, 2.0 - x)) - math.log(2.0 - root),           # log-type
+           lambda x: (root - x) * (3.0 if x < root else 0.1),                          # kink
+           lambda x: (-800.0 if x >= 1.5 else math.log(1.5 - x) - math.log(1.5 - root))]  # sentinel
+    for f in fns:
+        tol = 1e-11
+        b = _root_bracket(f, 0.0, f(0.0), 4.0, f(4.0), tol)
+        assert f(b) <= 0.0
+        assert f(b - tol) > 0.0 or b - tol <= root - 1e-12
+        assert b - root <= tol * 1.01
