@@ -179,6 +179,9 @@ class ComposedPLD:
                     break
             self.atoms = comp
             self.atoms_exact = comp is not None
+            # atoms that cannot be enumerated (too many distinct losses) stay in the contour's
+            # integrand: subtracting their MGF there without adding their delta back would drop them
+            self.has_atoms = self.atoms_exact
         # low-order terms (one or two continuous factors with exponential-piece densities, times the
         # atoms of every other factor) are integrated in closed form (conversions.pieces): they are
         # the slowly decaying (1/|t|, 1/|t|^2) part of the remainder

@@ -384,3 +384,21 @@ def test_root_bracket_returns_a_certified_upper_end():
         assert f(b) <= 0.0
         assert f(b - tol) > 0.0 or b - tol <= root - 1e-12
         assert b - root <= tol * 1.01
+
+
+def test_atoms_too_many_to_enumerate_stay_in_the_integrand(monkeypatch):
+    """Regression: when the composed atoms cannot be enumerated (more than atoms.MAX_ATOMS distinct
+    losses), their MGF must not be subtracted from the contour's integrand (their delta would be lost:
+    a certified delta of 1.7e-13 where the truth is ~1).  With the cap lowered, the certified bracket
+    still contains the exact value obtained by enumeration."""
+    from conversions import atoms as atoms_mod
+
+    entries = [(RandomizedResponse(epsilon=1.0), 30), (RandomizedResponse(epsilon=0.7317), 30)]
+    exact = {eps: contour.delta_bounds(contour.ComposedPLD(entries), eps) for eps in (5.0, 20.0)}
+    assert all(e.upper - e.lower <= 1e-12 for e in exact.values())  # enumerated: exact
+    monkeypatch.setattr(atoms_mod, "MAX_ATOMS", 100)
+    pld = contour.ComposedPLD(entries)
+    assert not pld.atoms_exact and not pld.has_atoms
+    for eps, ex in exact.items():
+        got = contour.delta_bounds(pld, eps)
+        assert got.lower <= ex.upper and ex.lower <= got.upper, (eps, got, ex)
