@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import cmath
 import math
 
 import numpy as np
@@ -235,6 +236,70 @@ def segments_log_delta(losses, logw, kind, anchor, slogw, rate, lo, hi, eps, gl_
     out = -np.inf if m == -np.inf else m + math.log(acc)
     skipped = -np.inf if n_skip == 0 else skip_max + math.log(n_skip)
     return out, skipped
+
+
+@njit(cache=True)
+def _scaled(k, z):  # pragma: no cover - compiled
+    """k * z for real k >= 0 and complex z, component-wise (k * (-inf + i y) stays -inf + i k y)."""
+    return complex(k * z.real, k * z.imag)
+
+
+@njit(cache=True)
+def grid_assemble(lm, counts, has_atoms, la, lc, coefs, fmult, emult, shift, c, t):
+    # pragma: no cover - compiled
+    """Remainder MGF R = M - A - F on the nodes c + i t, scaled by e^{-shift}, in one pass.
+
+    ``lm[j]``, ``la[j]``, ``lc[j]``: log M_j, log A_j (atoms), log C_j (pieces) of entry j at the nodes;
+    M = prod_j M_j^{k_j}, A = prod_j A_j^{k_j} (when ``has_atoms``), F = sum over the closed-form terms
+    of e^{coef} prod_j C_j^{fmult[t, j]} A_j^{emult[t, j]}.  Returns (Re R, Im R, max_n sum_j |k_j log
+    M_j|, sum_n' kern_n, sum_n' kern_n (|M| + |A| + sum_t |F_t|)) with kern = 1 / |s (s + 1)| and the
+    n = 0 node at weight 1/2 (the rounding of the differences is relative to the terms' moduli).
+    """
+    n_j = lm.shape[0]
+    n = t.shape[0]
+    n_t = coefs.shape[0]
+    r_re = np.empty(n)
+    r_im = np.empty(n)
+    mag_max = 0.0
+    sum_kern = 0.0
+    sum_kern_mag = 0.0
+    for i in range(n):
+        logm = 0j
+        mag = 0.0
+        for j in range(n_j):
+            v = _scaled(counts[j], lm[j, i])
+            logm += v
+            mag += abs(v)
+        if mag > mag_max:
+            mag_max = mag
+        r = cmath.exp(logm - shift)
+        mod = abs(r)
+        if has_atoms:
+            lsum = 0j
+            for j in range(n_j):
+                lsum += _scaled(counts[j], la[j, i])
+            a = cmath.exp(lsum - shift)
+            r -= a
+            mod += abs(a)
+            for q in range(n_t):
+                v = complex(coefs[q] - shift, 0.0)
+                for j in range(n_j):
+                    if fmult[q, j]:
+                        v += _scaled(fmult[q, j], lc[j, i])
+                    if emult[q, j]:
+                        v += _scaled(emult[q, j], la[j, i])
+                f = cmath.exp(v)
+                r -= f
+                mod += abs(f)
+        r_re[i] = r.real
+        r_im[i] = r.imag
+        s = complex(c, t[i])
+        kern = 1.0 / abs(s * (s + 1.0))
+        if i == 0:
+            kern *= 0.5
+        sum_kern += kern
+        sum_kern_mag += kern * mod
+    return r_re, r_im, mag_max, sum_kern, sum_kern_mag
 
 
 # ------------------------------------------------------------------------- quadratic segments

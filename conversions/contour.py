@@ -50,7 +50,7 @@ from mechanisms.base import Mechanism, check_direction
 
 from . import atoms as atoms_mod
 from . import pieces as pieces_mod
-from ._kernels import trapezoid_sum
+from ._kernels import grid_assemble, trapezoid_sum
 
 DEFAULT_RTOL = 1e-8
 MAX_NODES = 1 << 21
@@ -230,6 +230,20 @@ class ComposedPLD:
         s = np.asarray(s, dtype=complex)
         return {i: exp_pieces_log_mgf(s, *self._pieces_j[i]) for i in self._closed_set}
 
+    @functools.cached_property
+    def term_matrices(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(log coefficients, factor multiplicities, atom exponents) of the closed-form terms: term q is
+        e^{coef_q} prod_j C_j^{fmult[q, j]} A_j^{emult[q, j]}."""
+        n_j = len(self.entries)
+        coefs = np.array([t.log_coef for t in self.closed_terms], dtype=float)
+        fmult = np.zeros((len(self.closed_terms), n_j), dtype=np.int64)
+        emult = np.zeros((len(self.closed_terms), n_j), dtype=np.int64)
+        for q, term in enumerate(self.closed_terms):
+            for i in term.factors:
+                fmult[q, i] += 1
+            emult[q] = term.exponents
+        return coefs, fmult, emult
+
     def closed_mgf_scaled(self, s: np.ndarray, shift: float = 0.0,
                           log_a: list[np.ndarray] | None = None,
                           log_c: dict[int, np.ndarray] | None = None) -> np.ndarray:
@@ -247,9 +261,9 @@ class ComposedPLD:
         return (u / h + 1.0) * sum(m.mgf_cost(u) for m, _ in self.entries)
 
     # ------------------------------------------------------------------ MGF pieces
-    def log_mgf(self, s: np.ndarray, log_a: list[np.ndarray] | None = None,
-                log_c: dict[int, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(sum_j k_j log M_j(s), sum_j |k_j log M_j(s)|) for complex s (array).
+    def log_mgf_j(self, s: np.ndarray, log_a: list[np.ndarray] | None = None,
+                  log_c: dict[int, np.ndarray] | None = None) -> list[np.ndarray]:
+        """[log M_j(s)] for every entry (complex s, array).
 
         With the atoms' and pieces' log-MGFs of the closed-form entries at the same s (``log_a``,
         ``log_c``), those entries use M_j = A_j + C_j (exact by the ``pld_exp_pieces`` contract).
@@ -257,13 +271,21 @@ class ComposedPLD:
         from mechanisms._numerics import complex_logaddexp
 
         s = np.asarray(s, dtype=complex)
+        out = []
+        for j, (m, _) in enumerate(self.entries):
+            if log_c is not None and log_a is not None and j in log_c and s.ndim == 1:
+                out.append(complex_logaddexp(log_a[j], log_c[j]))
+            else:
+                out.append(np.asarray(m.log_mgf(s, self.direction), dtype=complex))
+        return out
+
+    def log_mgf(self, s: np.ndarray, log_a: list[np.ndarray] | None = None,
+                log_c: dict[int, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(sum_j k_j log M_j(s), sum_j |k_j log M_j(s)|) for complex s (array); see :meth:`log_mgf_j`."""
+        s = np.asarray(s, dtype=complex)
         tot = np.zeros(s.shape, dtype=complex)
         mag = np.zeros(s.shape)
-        for j, (m, k) in enumerate(self.entries):
-            if log_c is not None and log_a is not None and j in log_c and s.ndim == 1:
-                lm = complex_logaddexp(log_a[j], log_c[j])
-            else:
-                lm = m.log_mgf(s, self.direction)
+        for lm, (_, k) in zip(self.log_mgf_j(s, log_a, log_c), self.entries, strict=True):
             v = k * lm.real + 1j * (k * lm.imag)  # keeps -inf + 0j (|M| underflow) free of NaN
             tot += v
             mag += np.abs(v)
@@ -548,25 +570,26 @@ class _Grid:
         s = c + 1j * self.t
         log_a = pld.log_atoms_j(s) if pld.has_atoms else None
         log_c = pld.log_pieces_j(s) if pld.closed_terms else None
-        logm, mag = pld.log_mgf(s, log_a, log_c)
-        r = np.exp(logm - self.shift)
-        mag_nodes = np.abs(r)
-        if pld.has_atoms:
-            a_part = np.exp(pld.log_atoms_mgf(s, log_a) - self.shift)
-            mag_nodes = mag_nodes + np.abs(a_part)  # rounding is relative to the terms, not the difference
-            r = r - a_part
-        if pld.closed_terms:
-            f_part = pld.closed_mgf_scaled(s, self.shift, log_a, log_c)
-            mag_nodes = mag_nodes + np.abs(f_part)
-            r = r - f_part
-        self.r_re = np.ascontiguousarray(r.real)
-        self.r_im = np.ascontiguousarray(r.imag)
-        kern = 1.0 / np.abs(s * (s + 1.0))
-        kern[0] *= 0.5
-        self.sum_kern = float(np.sum(kern)) * self.h / math.pi
-        self.sum_kern_mag = float(np.sum(kern * mag_nodes)) * self.h / math.pi
+        n_j = len(pld.entries)
+        lm = np.empty((n_j, s.size), dtype=complex)
+        for j, v in enumerate(pld.log_mgf_j(s, log_a, log_c)):
+            lm[j] = v
+        la = np.zeros((n_j, s.size if log_a is not None else 1), dtype=complex)
+        if log_a is not None:
+            for j, v in enumerate(log_a):
+                la[j] = v
+        lc = np.zeros((n_j, s.size if log_c else 1), dtype=complex)
+        for j, v in (log_c or {}).items():
+            lc[j] = v
+        coefs, fmult, emult = pld.term_matrices
+        # R = M - A - F in one pass (rounding is relative to the terms' moduli, not the difference)
+        self.r_re, self.r_im, mag_max, sum_kern, sum_kern_mag = grid_assemble(
+            lm, np.asarray(pld._counts, dtype=float), bool(pld.has_atoms), la, lc, coefs, fmult, emult,
+            float(self.shift), float(c), self.t)
+        self.sum_kern = sum_kern * self.h / math.pi
+        self.sum_kern_mag = sum_kern_mag * self.h / math.pi
         self.log_env_u = pld.log_env_r(c, self.u_trunc)
-        self.node_log_err = 4 * _U64 * (float(np.max(mag)) + abs(self.shift) + 10.0) + pld.mgf_err
+        self.node_log_err = 4 * _U64 * (mag_max + abs(self.shift) + 10.0) + pld.mgf_err
         if not np.all(np.isfinite(self.r_re)) or not np.all(np.isfinite(self.r_im)):
             raise FloatingPointError("non-finite log-MGF values on the contour")
 
