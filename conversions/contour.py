@@ -168,12 +168,14 @@ class ComposedPLD:
         self.atoms: atoms_mod.Atoms | None = None
         self.atoms_exact = False
         powers: dict = {}  # (entry, exponent) -> Atoms, reused by the closed-form terms below
+        singles: dict = {}  # entry -> its own atoms
         log_fact = None
         if self.has_atoms:
             comp: atoms_mod.Atoms | None = atoms_mod.Atoms(np.array([0.0]), np.array([0.0]))
             log_fact = atoms_mod.shared_log_factorials(max(k for _, k in self.entries))
             for j, ((l, w), (_, k)) in enumerate(zip(self._atoms_j, self.entries, strict=True)):
-                pk = powers[j, k] = atoms_mod.power(atoms_mod.single(l, w), k, log_fact)
+                singles[j] = atoms_mod.single(l, w)
+                pk = powers[j, k] = atoms_mod.power(singles[j], k, log_fact)
                 comp = None if (pk is None or comp is None) else atoms_mod.convolve(comp, pk)
                 if comp is None:
                     break
@@ -192,10 +194,10 @@ class ComposedPLD:
             for j, (m, _) in enumerate(self.entries):
                 pc = m.pld_exp_pieces(direction)
                 if pc is not None:
-                    self._pieces_j[j] = pieces_mod.check_pieces(pc, m.describe())
+                    self._pieces_j[j] = pieces_mod.check_pieces(pc, m)
             if any(p is not None for p in self._pieces_j):
                 self.closed_terms, self.closed_order = pieces_mod.build_terms(
-                    [k for _, k in self.entries], self._atoms_j, self._pieces_j, powers, log_fact)
+                    [k for _, k in self.entries], self._atoms_j, self._pieces_j, powers, log_fact, singles)
         self._closed_set = {i for i, p in enumerate(self._pieces_j) if p is not None} \
             if self.closed_order else set()
         # no contour part: purely atomic, or atoms plus at most `closed_order` piece factors (only

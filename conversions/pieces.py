@@ -90,13 +90,17 @@ class ClosedTerm:
         object.__setattr__(self, "log_bound", lb)
 
 
-def check_pieces(pieces, what: str) -> tuple[np.ndarray, ...]:
+def check_pieces(pieces, what) -> tuple[np.ndarray, ...]:
+    """Validated (lo, hi, logw, rate) arrays; ``what`` (a string, or an object with ``describe()``)
+    names the mechanism in the error message."""
     lo, hi, logw, rate = (np.atleast_1d(np.asarray(x, dtype=float)) for x in pieces)
-    if not (lo.shape == hi.shape == logw.shape == rate.shape and lo.size > 0):
-        raise ValueError(f"{what}: exponential pieces must be four arrays of one length")
-    if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) and np.all(hi > lo)
-            and np.all((rate >= 0) & (rate <= 1)) and not np.any(np.isnan(logw))):
-        raise ValueError(f"{what}: invalid exponential pieces (need finite lo < hi, 0 <= rate <= 1)")
+    ok_shape = lo.shape == hi.shape == logw.shape == rate.shape and lo.size > 0
+    if not ok_shape or not (np.isfinite(lo).all() and np.isfinite(hi).all() and (hi > lo).all()
+                            and ((rate >= 0) & (rate <= 1)).all() and not np.isnan(logw).any()):
+        name = what if isinstance(what, str) else what.describe()
+        if not ok_shape:
+            raise ValueError(f"{name}: exponential pieces must be four arrays of one length")
+        raise ValueError(f"{name}: invalid exponential pieces (need finite lo < hi, 0 <= rate <= 1)")
     return lo, hi, logw, rate
 
 
@@ -191,7 +195,8 @@ def triple_segments(pair: Segments, p3) -> QuadSegments | None:
 
 def build_terms(counts: list[int], atoms_j: list[tuple[np.ndarray, np.ndarray]],
                 pieces_j: list, powers: dict | None = None,
-                log_fact: np.ndarray | None = None) -> tuple[list[ClosedTerm], int]:
+                log_fact: np.ndarray | None = None,
+                singles: dict | None = None) -> tuple[list[ClosedTerm], int]:
     """Closed-form terms of orders 1 (2 and 3 when every piece shares one rate; 3 only with at most
     ``MAX_THIRD_ORDER_FACTORS`` distinct piece mechanisms) and the order reached.
 
@@ -203,7 +208,7 @@ def build_terms(counts: list[int], atoms_j: list[tuple[np.ndarray, np.ndarray]],
     if log_fact is None or log_fact.size <= max(counts):
         log_fact = atoms_mod.shared_log_factorials(max(counts))
 
-    singles: dict = {}
+    singles = {} if singles is None else singles  # entry -> its own Atoms, shared with the caller
 
     def power(j: int, k: int):
         if (j, k) not in powers:
