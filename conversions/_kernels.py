@@ -8,6 +8,8 @@ import math
 import numpy as np
 from numba import njit
 
+PHASE_ANCHOR = 32  # exact cos/sin every this many nodes; rotations in between
+
 
 @njit(cache=True)
 def trapezoid_sum(t, r_re, r_im, c, eps):  # pragma: no cover - compiled
@@ -15,19 +17,32 @@ def trapezoid_sum(t, r_re, r_im, c, eps):  # pragma: no cover - compiled
 
     The n = 0 term has weight 1/2 (one side of a symmetric trapezoid rule; the integrand at -t is the
     complex conjugate).  Returns (signed sum, absolute sum); the caller multiplies by h / pi.
+
+    The nodes are equally spaced (t_n = n h): e^{-i t_n eps} is computed exactly every PHASE_ANCHOR
+    nodes and by rotations with e^{-i h eps} in between, which adds at most ~3 PHASE_ANCHOR ulps of
+    relative error per node (the caller adds 4 PHASE_ANCHOR ulps to its rounding bound).
     """
     s = 0.0
     sa = 0.0
     cc = c * (c + 1.0)
     b = 2.0 * c + 1.0
-    for n in range(t.shape[0]):
+    n_t = t.shape[0]
+    h = t[1] - t[0] if n_t > 1 else 0.0
+    c1 = math.cos(h * eps)
+    s1 = math.sin(h * eps)
+    co = 1.0
+    si = 0.0
+    for n in range(n_t):
         tn = t[n]
         zr = cc - tn * tn
         zi = tn * b
         den = zr * zr + zi * zi
-        ph = tn * eps
-        co = math.cos(ph)
-        si = math.sin(ph)
+        if n % PHASE_ANCHOR == 0:
+            ph = tn * eps
+            co = math.cos(ph)
+            si = math.sin(ph)
+        else:
+            co, si = co * c1 - si * s1, si * c1 + co * s1
         wr = r_re[n] * co + r_im[n] * si
         wi = r_im[n] * co - r_re[n] * si
         val = (wr * zr + wi * zi) / den

@@ -50,7 +50,7 @@ from mechanisms.base import Mechanism, check_direction
 
 from . import atoms as atoms_mod
 from . import pieces as pieces_mod
-from ._kernels import grid_assemble, trapezoid_sum
+from ._kernels import PHASE_ANCHOR, grid_assemble, trapezoid_sum
 
 DEFAULT_RTOL = 1e-8
 MAX_NODES = 1 << 21
@@ -613,7 +613,8 @@ class _Grid:
         # summation) w.r.t. the magnitudes before the M - A subtraction; the mechanisms' declared
         # log-MGF errors are relative to M(Re s), i.e. bounded by expm1(err) on the scaled line.
         phase = _U64 * 4 * (self.u_trunc * abs(eps) + abs(c * eps))
-        rel = math.expm1(self.node_log_err - self.pld.mgf_err + phase) + _U64 * (self.t.size + 4.0)
+        rel = (math.expm1(self.node_log_err - self.pld.mgf_err + phase)
+               + _U64 * (self.t.size + 4.0 + 4.0 * PHASE_ANCHOR))  # (+ the phase rotations)
         fp = self.sum_kern_mag * rel + self.sum_kern * math.expm1(self.pld.mgf_err) + sa * 4 * _U64
         return log_scale, s, trunc + a_up + a_lo + fp, trunc + fp
 
