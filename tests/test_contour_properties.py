@@ -422,3 +422,29 @@ def test_trapezoid_phase_rotation_stays_within_its_rounding_allowance():
         allowance = 4 * PHASE_ANCHOR * u + 4 * u * (t[-1] * abs(eps) + c * abs(eps))
         assert abs(s - float(np.sum(w.real))) <= allowance * float(np.sum(np.abs(w)))
         assert sa == pytest.approx(float(np.sum(np.abs(w))), rel=1e-12)
+
+
+@pytest.mark.parametrize("w0,w1", [(0.5, 0.5 * math.exp(-1.0)), (0.5, 0.5 * math.exp(-0.05)),
+                                   (0.5, 0.5 * math.exp(-0.01)), (0.7, 0.3)])
+@pytest.mark.parametrize("k", [10, 2048, 2049, 5000, 30_000])
+def test_binomial_power_window_equals_full_enumeration(w0, w1, k):
+    """Two-atom powers: for large k only the window of atoms above the pruning floor is built; it must
+    hold exactly the atoms the full binomial enumeration keeps (masses to 1e-9 in log), and the
+    dropped-mass bound must cover every pruned atom."""
+    from scipy.special import gammaln
+
+    from conversions import atoms as atoms_mod
+
+    base = atoms_mod.single(np.array([1.0, -1.0]), np.array([w0, w1]))
+    got = atoms_mod.power(base, k)
+    j = np.arange(k + 1, dtype=float)
+    logw = (gammaln(k + 1.0) - gammaln(j + 1.0) - gammaln(k - j + 1.0)
+            + j * math.log(w0) + (k - j) * math.log(w1))
+    keep = logw >= atoms_mod.LOG_PRUNE
+    want_l, want_w = (j - (k - j))[keep], logw[keep]
+    order = np.argsort(got.losses)
+    assert got.size == int(keep.sum())
+    np.testing.assert_allclose(got.losses[order], np.sort(want_l), atol=1e-9)
+    np.testing.assert_allclose(got.logw[order], want_w[np.argsort(want_l)], atol=1e-9, rtol=0)
+    pruned = np.exp(logw[~keep]).sum() if (~keep).any() else 0.0
+    assert got.dropped_mass >= pruned
