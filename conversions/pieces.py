@@ -23,7 +23,9 @@ mpmath quadrature.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -66,13 +68,18 @@ class QuadSegments:
 class ClosedTerm:
     """One closed-form term: atoms (with the multinomial coefficient ``e^{log_coef}`` in their weights)
     convolved with segments.  ``factors`` are the entry indices of its continuous factors (an index
-    twice for C_i^2), ``exponents`` the power of each entry's atom MGF."""
+    twice for C_i^2), ``exponents`` the power of each entry's atom MGF.
+
+    The atoms are enumerated on first use (``atoms_fn``; None if there are too many): a term whose
+    mass bound is negligible at the queried delta is never enumerated.  ``log_atoms_mass`` is the log
+    of the total atom mass e^{log_coef} prod_j A_j(0)^{e_j} (exact, before any pruning)."""
 
     factors: tuple[int, ...]
     exponents: tuple[int, ...]
     log_coef: float
-    atoms: atoms_mod.Atoms
+    atoms_fn: Callable[[], atoms_mod.Atoms | None] = field(compare=False, repr=False)
     segments: Segments | QuadSegments
+    log_atoms_mass: float
     log_bound: float = field(init=False)  # log of a bound on the term's mass (>= its delta at any eps)
 
     def __post_init__(self):
@@ -85,9 +92,13 @@ class ClosedTerm:
         with np.errstate(divide="ignore"):
             seg = np.log(np.maximum(peak, 0.0) * (sg.hi - sg.lo)) + sg.logw + sg.rate * sg.hi
         lb = -math.inf
-        if self.atoms.size and seg.size:
-            lb = float(np.logaddexp.reduce(self.atoms.logw)) + float(np.logaddexp.reduce(seg))
+        if seg.size:
+            lb = self.log_atoms_mass + float(np.logaddexp.reduce(seg))
         object.__setattr__(self, "log_bound", lb)
+
+    @functools.cached_property
+    def atoms(self) -> atoms_mod.Atoms | None:
+        return self.atoms_fn()
 
 
 def check_pieces(pieces, what) -> tuple[np.ndarray, ...]:
@@ -201,8 +212,9 @@ def build_terms(counts: list[int], atoms_j: list[tuple[np.ndarray, np.ndarray]],
     ``MAX_THIRD_ORDER_FACTORS`` distinct piece mechanisms) and the order reached.
 
     ``pieces_j[j]`` is None for entries without exponential pieces; their continuous parts (and all
-    cross terms with them) stay in the numerically inverted remainder.  Terms whose atom set is too
-    large to enumerate are left out and the order is lowered accordingly (0 if any order-1 term is).
+    cross terms with them) stay in the numerically inverted remainder.  Each term's atoms are
+    enumerated only when first needed (:func:`log_delta`); a term whose atoms turn out too many to
+    enumerate is bounded by its mass on the upper side (never dropped).
     """
     powers = {} if powers is None else powers  # (entry, exponent) -> Atoms, shared with the caller
     if log_fact is None or log_fact.size <= max(counts):
@@ -228,14 +240,18 @@ def build_terms(counts: list[int], atoms_j: list[tuple[np.ndarray, np.ndarray]],
         order = np.argsort(-comp.logw, kind="stable")
         return atoms_mod.Atoms(comp.losses[order], comp.logw[order], comp.dropped_mass, comp.merge_shift)
 
+    log_a0 = [float(np.logaddexp.reduce(np.log(w[w > 0]))) if np.any(w > 0) else -math.inf
+              for _, w in atoms_j]
+
+    def term(factors: tuple[int, ...], minus: dict[int, int], coef: float, segs) -> ClosedTerm:
+        exps = _exponents(counts, minus)
+        log_mass = math.log(coef) + sum(e * la for e, la in zip(exps, log_a0, strict=True) if e)
+        return ClosedTerm(factors, exps, math.log(coef), lambda: atoms_for(coef, minus), segs, log_mass)
+
     pis = [i for i, p in enumerate(pieces_j) if p is not None]
     terms: list[ClosedTerm] = []
     for i in pis:
-        comp = atoms_for(counts[i], {i: 1})
-        if comp is None:
-            return [], 0
-        terms.append(ClosedTerm((i,), _exponents(counts, {i: 1}), math.log(counts[i]), comp,
-                                first_order_segments(pieces_j[i])))
+        terms.append(term((i,), {i: 1}, counts[i], first_order_segments(pieces_j[i])))
     if not pis or len(pis) > MAX_SECOND_ORDER_FACTORS:
         return terms, 1
     second: list[ClosedTerm] = []
@@ -249,10 +265,7 @@ def build_terms(counts: list[int], atoms_j: list[tuple[np.ndarray, np.ndarray]],
                 return terms, 1
             minus = {i: 2} if i == j else {i: 1, j: 1}
             coef = counts[i] * (counts[i] - 1) / 2 if i == j else counts[i] * counts[j]
-            comp = atoms_for(coef, minus)
-            if comp is None:
-                return terms, 1
-            second.append(ClosedTerm((i, j), _exponents(counts, minus), math.log(coef), comp, segs))
+            second.append(term((i, j), minus, coef, segs))
     if len(pis) > MAX_THIRD_ORDER_FACTORS:
         return terms + second, 2
     third: list[ClosedTerm] = []
@@ -267,10 +280,9 @@ def build_terms(counts: list[int], atoms_j: list[tuple[np.ndarray, np.ndarray]],
                 coef = math.prod(math.comb(counts[x], e) for x, e in minus.items())
                 pair = pairs.get((i, j)) or pair_segments(pieces_j[i], pieces_j[j])
                 segs3 = None if pair is None else triple_segments(pair, pieces_j[m])
-                comp = atoms_for(coef, minus) if segs3 is not None else None
-                if comp is None:
+                if segs3 is None:
                     return terms + second, 2
-                third.append(ClosedTerm((i, j, m), _exponents(counts, minus), math.log(coef), comp, segs3))
+                third.append(term((i, j, m), minus, coef, segs3))
     return terms + second + third, 3
 
 
@@ -293,8 +305,9 @@ def log_delta(terms: list[ClosedTerm], eps: float,
     up = lo = 0.0
     for term in terms:
         sg = term.segments
-        if term.log_bound < log_floor:
-            up += math.exp(term.log_bound) + term.atoms.dropped_mass
+        if term.log_bound < log_floor or term.atoms is None:
+            # negligible here (or not enumerable): its delta lies in [0, mass bound]
+            up += math.exp(term.log_bound) * (1.0 + 1e-12)
             continue
         if isinstance(sg, QuadSegments):
             v, skipped = quad_segments_log_delta(term.atoms.losses, term.atoms.logw, sg.b0, sg.b1, sg.b2,
