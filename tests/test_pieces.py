@@ -236,3 +236,34 @@ def test_nan_never_leaves_the_closed_forms_or_the_tv_cap(monkeypatch):
         monkeypatch.setattr(Laplace, "total_variation", lambda self, direction="remove", _b=bad: _b)
         with pytest.raises(ValueError, match="total_variation"):
             ComposedPLD([(Laplace(scale=1.0), 5)])
+
+
+def test_negligible_exact_parts_are_bounded_not_enumerated():
+    """Laplace(b = 0.5) x 100 at delta ~ 1e-4: the atoms (mass e^-57) and the closed-form terms (mass
+    <= e^-43) are below 1e-14 of the contour part, so they are bounded by their mass instead of
+    enumerated and integrated; the certified bracket still contains the exact profile."""
+    pld = ComposedPLD([(Laplace(scale=0.5), 100)])
+    eps = 155.8433369844271  # eps(1e-4) of this composition
+    exact = ref.laplace_delta(eps, 0.5, 100)
+    got = delta_bounds(pld, eps)
+    assert got.lower <= exact <= got.upper, (got, exact)
+    assert got.upper - got.lower <= 1e-8 * exact
+    assert pld.closed_terms and all("atoms" not in t.__dict__ for t in pld.closed_terms)  # never built
+
+
+def test_term_whose_atoms_cannot_be_enumerated_is_bounded_by_its_mass():
+    """If a closed-form term's atoms cannot be enumerated, its delta (already subtracted from the
+    contour's integrand) is bounded by its exact mass on the upper side: still a valid bracket."""
+    import dataclasses
+
+    b, k, eps = 2.0, 10, 2.0
+    exact = ref.laplace_delta(eps, b, k)
+    normal = delta_bounds(ComposedPLD([(Laplace(scale=b), k)]), eps)
+    pld = ComposedPLD([(Laplace(scale=b), k)])
+    first = dataclasses.replace(pld.closed_terms[0], atoms_fn=lambda: None)
+    pld.closed_terms = [first] + pld.closed_terms[1:]
+    got = delta_bounds(pld, eps)
+    assert got.lower <= exact <= got.upper, (got, exact)
+    # the term's delta left the lower side and at most its mass joined the upper side
+    mass = math.exp(first.log_bound)
+    assert got.lower < normal.lower and normal.upper < got.upper <= normal.upper + mass * (1 + 1e-9)
