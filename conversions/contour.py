@@ -13,7 +13,7 @@ The total is delta(eps) = p_inf + delta_atoms(eps) + delta_F(eps) + delta_R(eps)
 
 * p_inf = 1 - prod_j (1 - p_inf,j)^{k_j} is the composed infinite-loss mass (exact);
 * the atoms of the composed measure are enumerated exactly (``conversions.atoms``);
-* F, the terms with one or two exponential-piece factors times atoms, is integrated in closed form
+* F, the terms with one to three exponential-piece factors times atoms, is integrated in closed form
   (``conversions.pieces``; Laplace);
 * only the absolutely continuous remainder R (MGF M - prod_j A_j^{k_j} - F) is integrated
   numerically, so the integrand decays and lattice mechanisms cost nothing.
@@ -184,9 +184,9 @@ class ComposedPLD:
             # atoms that cannot be enumerated (too many distinct losses) stay in the contour's
             # integrand: subtracting their MGF there without adding their delta back would drop them
             self.has_atoms = self.atoms_exact
-        # low-order terms (one or two continuous factors with exponential-piece densities, times the
-        # atoms of every other factor) are integrated in closed form (conversions.pieces): they are
-        # the slowly decaying (1/|t|, 1/|t|^2) part of the remainder
+        # low-order terms (one to three continuous factors with exponential-piece densities, times
+        # the atoms of every other factor) are integrated in closed form (conversions.pieces): they
+        # are the slowly decaying (1/|t| to 1/|t|^3) part of the remainder
         self.closed_terms: list = []
         self.closed_order = 0
         self._pieces_j = [None] * len(self.entries)
