@@ -176,36 +176,21 @@ def _segment_integral(kind, anchor, r, lo, hi, theta, gl_x, gl_w):  # pragma: no
     return _segment_value(kind, anchor, low, hi, low - theta, k0, k1, k2, j0, j1, j2)
 
 
-@njit(cache=True)
-def segments_log_delta(losses, logw, kind, anchor, slogw, rate, lo, hi, eps, gl_x, gl_w):
-    # pragma: no cover - compiled
-    """log sum_{i,q} w_i int g_q(u) (1 - e^{eps - l_i - u})_+ du and log of a bound on skipped terms.
+_NO_F = np.empty(0)  # placeholders for the segment fields the other kind does not use
+_NO_I = np.empty(0, dtype=np.int64)
 
-    Atoms (l_i, w_i) convolved with segments g_q(u) = e^{slogw_q + r_q u} lam_q(u) on [lo_q, hi_q].
-    A term is skipped when its upper bound w_i e^{slogw + r hi} max(lam) (hi - lo) is below e^{-36}
-    times the largest term found so far; (number skipped) x (largest skipped bound) is returned as a
-    bound on their sum (add it to delta).  Segments lying wholly above eps - l_i share their K, J.
-    A NaN term makes both results NaN (the caller raises).
+
+@njit(cache=True)
+def _atoms_segments_sum(losses, logw, quad, kind, anchor, b0, b1, b2, slogw, rate, lo, hi, cq, full, eps,
+                        gl_x, gl_w):  # pragma: no cover - compiled
+    """The atoms x segments sum shared by :func:`segments_log_delta` (linear segments: ``kind``,
+    ``anchor``) and :func:`quad_segments_log_delta` (quadratic: ``b0, b1, b2``).
+
+    ``cq[q]``: log bound on segment q's mass (up to the atom weight), ``full[q]``: its K, J integrals
+    over the whole segment.  Returns (log of the sum, log of a bound on the skipped terms).
     """
     n = losses.shape[0]
     p = lo.shape[0]
-    cq = np.empty(p)
-    full = np.empty((p, 6))
-    for q in range(p):
-        if kind[q] == 0:
-            lmax = anchor[q]
-        elif kind[q] == 1:
-            lmax = hi[q] - anchor[q]
-        else:
-            lmax = anchor[q] - lo[q]
-        cq[q] = slogw[q] + rate[q] * hi[q] + math.log(lmax * (hi[q] - lo[q]))
-        k0, k1, k2, j0, j1, j2 = _kj(rate[q], hi[q] - lo[q], gl_x, gl_w)
-        full[q, 0] = k0
-        full[q, 1] = k1
-        full[q, 2] = k2
-        full[q, 3] = j0
-        full[q, 4] = j1
-        full[q, 5] = j2
     m = -np.inf
     acc = 0.0  # sum of exp(v - m)
     skip_max = -np.inf
@@ -225,7 +210,7 @@ def segments_log_delta(losses, logw, kind, anchor, slogw, rate, lo, hi, eps, gl_
             break
         for q in range(p):
             theta = eps - losses[i]
-            if theta >= hi[q]:
+            if theta >= hi[q] or (quad and cq[q] == -np.inf):
                 continue
             ub = logw[i] + cq[q]
             if ub < m - 36.0:
@@ -233,7 +218,13 @@ def segments_log_delta(losses, logw, kind, anchor, slogw, rate, lo, hi, eps, gl_
                 if ub > skip_max:
                     skip_max = ub
                 continue
-            if theta <= lo[q]:
+            if quad:
+                if theta <= lo[q]:
+                    val = _quad_value(b0[q], b1[q], b2[q], lo[q] - theta, full[q, 0], full[q, 1],
+                                      full[q, 2], full[q, 3], full[q, 4], full[q, 5])
+                else:
+                    val = _quad_integral(b0[q], b1[q], b2[q], rate[q], lo[q], hi[q], theta, gl_x, gl_w)
+            elif theta <= lo[q]:
                 val = _segment_value(kind[q], anchor[q], lo[q], hi[q], lo[q] - theta, full[q, 0],
                                      full[q, 1], full[q, 2], full[q, 3], full[q, 4], full[q, 5])
             else:
@@ -251,6 +242,39 @@ def segments_log_delta(losses, logw, kind, anchor, slogw, rate, lo, hi, eps, gl_
     out = -np.inf if m == -np.inf else m + math.log(acc)
     skipped = -np.inf if n_skip == 0 else skip_max + math.log(n_skip)
     return out, skipped
+
+
+@njit(cache=True)
+def segments_log_delta(losses, logw, kind, anchor, slogw, rate, lo, hi, eps, gl_x, gl_w):
+    # pragma: no cover - compiled
+    """log sum_{i,q} w_i int g_q(u) (1 - e^{eps - l_i - u})_+ du and log of a bound on skipped terms.
+
+    Atoms (l_i, w_i) convolved with segments g_q(u) = e^{slogw_q + r_q u} lam_q(u) on [lo_q, hi_q].
+    A term is skipped when its upper bound w_i e^{slogw + r hi} max(lam) (hi - lo) is below e^{-36}
+    times the largest term found so far; (number skipped) x (largest skipped bound) is returned as a
+    bound on their sum (add it to delta).  Segments lying wholly above eps - l_i share their K, J.
+    A NaN term makes both results NaN (the caller raises).
+    """
+    p = lo.shape[0]
+    cq = np.empty(p)
+    full = np.empty((p, 6))
+    for q in range(p):
+        if kind[q] == 0:
+            lmax = anchor[q]
+        elif kind[q] == 1:
+            lmax = hi[q] - anchor[q]
+        else:
+            lmax = anchor[q] - lo[q]
+        cq[q] = slogw[q] + rate[q] * hi[q] + math.log(lmax * (hi[q] - lo[q]))
+        k0, k1, k2, j0, j1, j2 = _kj(rate[q], hi[q] - lo[q], gl_x, gl_w)
+        full[q, 0] = k0
+        full[q, 1] = k1
+        full[q, 2] = k2
+        full[q, 3] = j0
+        full[q, 4] = j1
+        full[q, 5] = j2
+    return _atoms_segments_sum(losses, logw, False, kind, anchor, _NO_F, _NO_F, _NO_F, slogw, rate, lo,
+                               hi, cq, full, eps, gl_x, gl_w)
 
 
 @njit(cache=True)
@@ -408,7 +432,6 @@ def quad_segments_log_delta(losses, logw, b0, b1, b2, slogw, rate, lo, hi, eps, 
     # pragma: no cover - compiled
     """:func:`segments_log_delta` for quadratic segments e^{slogw + r s} Q_q(s) on [lo_q, hi_q] (Q_q in
     Bernstein form with coefficients b0, b1, b2 >= 0).  Same skipping rule and NaN propagation."""
-    n = losses.shape[0]
     p = lo.shape[0]
     cq = np.empty(p)
     full = np.empty((p, 6))
@@ -422,51 +445,8 @@ def quad_segments_log_delta(losses, logw, b0, b1, b2, slogw, rate, lo, hi, eps, 
         full[q, 3] = j0
         full[q, 4] = j1
         full[q, 5] = j2
-    m = -np.inf
-    acc = 0.0
-    skip_max = -np.inf
-    n_skip = 0
-    cmax = np.max(cq) if p > 0 else -np.inf
-    heaviest_first = True
-    for i in range(1, n):
-        if logw[i] > logw[i - 1]:
-            heaviest_first = False
-            break
-    for i in range(n):
-        if heaviest_first and logw[i] + cmax < m - 36.0:
-            # atoms come heaviest first: every remaining term is below the skipping threshold
-            n_skip += (n - i) * p
-            if logw[i] + cmax > skip_max:
-                skip_max = logw[i] + cmax
-            break
-        for q in range(p):
-            theta = eps - losses[i]
-            if theta >= hi[q] or cq[q] == -np.inf:
-                continue
-            ub = logw[i] + cq[q]
-            if ub < m - 36.0:
-                n_skip += 1
-                if ub > skip_max:
-                    skip_max = ub
-                continue
-            if theta <= lo[q]:
-                val = _quad_value(b0[q], b1[q], b2[q], lo[q] - theta, full[q, 0], full[q, 1], full[q, 2],
-                                  full[q, 3], full[q, 4], full[q, 5])
-            else:
-                val = _quad_integral(b0[q], b1[q], b2[q], rate[q], lo[q], hi[q], theta, gl_x, gl_w)
-            if not val > 0.0:
-                if math.isnan(val):
-                    return np.nan, np.nan
-                continue
-            v = logw[i] + slogw[q] + rate[q] * hi[q] + math.log(val)
-            if v > m:
-                acc = acc * math.exp(m - v) + 1.0
-                m = v
-            else:
-                acc += math.exp(v - m)
-    out = -np.inf if m == -np.inf else m + math.log(acc)
-    skipped = -np.inf if n_skip == 0 else skip_max + math.log(n_skip)
-    return out, skipped
+    return _atoms_segments_sum(losses, logw, True, _NO_I, _NO_F, b0, b1, b2, slogw, rate, lo, hi, cq,
+                               full, eps, gl_x, gl_w)
 
 
 def warm_up() -> None:
