@@ -197,7 +197,7 @@ class ComposedPLD:
                     self._pieces_j[j] = pieces_mod.check_pieces(pc, m)
             if any(p is not None for p in self._pieces_j):
                 self.closed_terms, self.closed_order = pieces_mod.build_terms(
-                    [k for _, k in self.entries], self._atoms_j, self._pieces_j, powers, log_fact, singles)
+                    self._counts, self._atoms_j, self._pieces_j, powers, log_fact, singles)
         self._closed_set = {i for i, p in enumerate(self._pieces_j) if p is not None} \
             if self.closed_order else set()
         # no contour part: purely atomic, or atoms plus at most `closed_order` piece factors (only
@@ -853,22 +853,6 @@ def _bracket_above(f_up, hi: float) -> float:
     return hi
 
 
-def _upper_root_bracketed(f_up, hi: float) -> float:
-    """Root of f_up on [0, hi'] by brentq (which keeps a sign-change bracket, so the kinks of
-    delta(eps) at atom losses and the jump of log delta to -inf past the largest loss are harmless)."""
-    if f_up(0.0) <= 0.0:
-        return 0.0
-    hi_used = _bracket_above(f_up, hi)
-    xtol, rtol = 1e-11 * max(1.0, hi_used), 1e-12
-    root = brentq(f_up, 0.0, hi_used, xtol=xtol, rtol=rtol, maxiter=300)
-    # brentq's root lies within xtol + rtol |root| of a sign change: step up by that, then double
-    step = xtol + 4.0 * rtol * root
-    while f_up(root) > 0.0:
-        root += step
-        step *= 2.0
-    return root
-
-
 def _upper_root_smooth(f_up, hi: float, slope: float) -> float:
     """Smallest eps >= 0 with f_up(eps) <= 0 for a smooth f_up = log delta_up - log delta.
 
@@ -936,19 +920,18 @@ def _root_bracket(f, a: float, fa: float, b: float, fb: float, tol: float) -> fl
     return b
 
 
-def _solve(pld, delta, up_fn, lo_fn, hi, details, slope: float | None = None) -> EpsilonBounds:
+def _solve(pld, delta, up_fn, lo_fn, hi: float, details, slope: float) -> EpsilonBounds:
+    """eps bracket from the certified (``up_fn``) and lower (``lo_fn``) delta brackets; ``hi`` and
+    ``slope``: the optimised Chernoff bound and its line (start and slope of the root search)."""
     ld = math.log(delta)
 
     def f_up(e):
         u = up_fn(e)
         return (math.log(u) if u > 0 else -800.0) - ld
 
-    if hi is None or not math.isfinite(hi):
+    if not math.isfinite(hi):
         hi = 1.0
-    if slope is None:
-        eps_up = _upper_root_bracketed(f_up, hi)
-    else:
-        eps_up = _upper_root_smooth(f_up, hi, slope)
+    eps_up = _upper_root_smooth(f_up, hi, slope)
     # lower bound: largest eps with delta_lower(eps) >= delta
     def f_lo(e):
         v = lo_fn(e)
