@@ -292,3 +292,22 @@ def test_fused_grid_equals_the_plain_remainder(entries):
         got = grid.r_re + 1j * grid.r_im
         # rounding of the differences is relative to the terms (each |term| <= M(c) = e^shift)
         np.testing.assert_allclose(got, plain, rtol=0, atol=1e-12)
+
+
+def test_nan_log_mgf_on_the_contour_raises(monkeypatch):
+    """A NaN (or inf) log-MGF value at a contour node must stop the query with FloatingPointError; the
+    fused grid kernel must not turn it into a finite (possibly too small) delta."""
+    entries = [(Laplace(scale=1.0), 5), (Gaussian(sigma=3.0), 2)]  # the Gaussian goes through log_mgf
+    orig = Gaussian.log_mgf
+    for bad in (float("nan"), float("inf")):
+        def poisoned(self, s, direction="remove", _bad=bad):
+            out = np.array(orig(self, s, direction), dtype=complex)
+            if out.size > 3:
+                out[3] = complex(_bad, 0.0)
+            return out
+
+        monkeypatch.setattr(Gaussian, "log_mgf", poisoned)
+        with pytest.raises(FloatingPointError):
+            delta_bounds(ComposedPLD(entries), 2.0)
+        with pytest.raises(FloatingPointError):
+            epsilon_bounds(ComposedPLD(entries), 1e-5)
