@@ -4,18 +4,48 @@
 >>> from mechanisms import Gaussian
 >>> acct = PrivacyAccountant().compose(Gaussian(sigma=1.0), times=10)
 >>> cert = acct.certificate(delta=1e-5)
+
+The public names are loaded on first use (PEP 562), so ``import accountant`` and ``dpcert --version``
+do not pay for numpy, scipy and numba.
 """
 
-__version__ = "0.1.0"
+from __future__ import annotations
 
-from .calibration import Calibration, calibrate_sigma, max_sample_rate, max_steps  # noqa: E402
-from .certificate import Certificate  # noqa: E402
-from .individual_filter import IndividualRenyiFilter, IndKNNFilter  # noqa: E402
-from .ledger import Ledger  # noqa: E402
-from .opacus_adapter import DPCertAccountant  # noqa: E402
-from .privacy_accountant import BudgetExceeded, PrivacyAccountant, PrivacyBudget  # noqa: E402
+import importlib
+from typing import TYPE_CHECKING
+
+from ._version import __version__
+
+_EXPORTS = {
+    "Calibration": ".calibration", "calibrate_sigma": ".calibration", "max_sample_rate": ".calibration",
+    "max_steps": ".calibration", "Certificate": ".certificate", "IndividualRenyiFilter": ".individual_filter",
+    "IndKNNFilter": ".individual_filter", "Ledger": ".ledger", "DPCertAccountant": ".opacus_adapter",
+    "BudgetExceeded": ".privacy_accountant", "PrivacyAccountant": ".privacy_accountant",
+    "PrivacyBudget": ".privacy_accountant",
+}
 
 __all__ = ["Certificate", "Ledger", "PrivacyAccountant", "PrivacyBudget", "BudgetExceeded",
            "Calibration", "calibrate_sigma", "max_steps", "max_sample_rate", "DPCertAccountant",
            "IndividualRenyiFilter", "IndKNNFilter",
            "__version__"]
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .calibration import Calibration, calibrate_sigma, max_sample_rate, max_steps
+    from .certificate import Certificate
+    from .individual_filter import IndividualRenyiFilter, IndKNNFilter
+    from .ledger import Ledger
+    from .opacus_adapter import DPCertAccountant
+    from .privacy_accountant import BudgetExceeded, PrivacyAccountant, PrivacyBudget
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'accountant' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -165,6 +165,10 @@ def load_mechanism_plugins() -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------------------------- parsing
+#: The published claims shipped with the package (``dpcert audit`` with no file audits them).
+PUBLISHED_CLAIMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "claims", "published.json")
+
+
 def load_claims(path: str | os.PathLike) -> list[dict]:
     """Read a claims file (``.json`` or ``.toml``): a list of claims or ``{"claims": [...]}``.
 

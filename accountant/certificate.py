@@ -7,7 +7,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from . import __version__
+from ._version import __version__
 
 BOUND_KINDS = ("upper bound", "exact", "bracketed")
 

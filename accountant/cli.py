@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 
 from mechanisms import registry
 
-from . import __version__
+from ._version import __version__
 from .privacy_accountant import METHODS, PrivacyAccountant
 
 COMMANDS: dict[str, Callable[[argparse.Namespace, list[str]], int]] = {}

@@ -2,7 +2,7 @@
 
 Examples::
 
-    dpcert audit benchmarks/claims/published.json            # table; exit 1 if a claim is understated
+    dpcert audit                                              # the shipped published claims; exit 1 if one is understated
     dpcert audit claims.toml --json > audit.json
     dpcert bench --quick                                      # benchmark suite (python -m benchmarks)
     dpcert plot --sample-rate 0.01 --sigma 1.1 --steps 10000 --delta 1e-5 --out plots/
@@ -14,14 +14,14 @@ import argparse
 import sys
 
 from . import cli
-from .audit import ClaimError, audit_claims, exit_code, format_table, load_claims, results_to_json
+from .audit import PUBLISHED_CLAIMS, ClaimError, audit_claims, exit_code, format_table, load_claims, results_to_json
 
 
 def cmd_audit(args: argparse.Namespace, extra: list[str]) -> int:
     if extra:
         raise cli.CLIError(f"unexpected arguments {extra}")
     try:
-        claims = load_claims(args.claims)
+        claims = load_claims(args.claims or PUBLISHED_CLAIMS)
     except ClaimError as exc:
         raise cli.CLIError(str(exc)) from None
     if args.only:
@@ -52,7 +52,7 @@ def cmd_bench(args: argparse.Namespace, extra: list[str]) -> int:
 
 def cmd_plot(args: argparse.Namespace, extra: list[str]) -> int:
     try:
-        from benchmarks import plots
+        from . import plots
     except ModuleNotFoundError as exc:  # pragma: no cover
         raise cli.CLIError(f"the plotting module is not installed ({exc})") from None
     try:
@@ -63,7 +63,8 @@ def cmd_plot(args: argparse.Namespace, extra: list[str]) -> int:
 
 def _register(sub: argparse._SubParsersAction) -> None:
     a = sub.add_parser("audit", help="check published (epsilon, delta) claims against certificates")
-    a.add_argument("claims", help="claims file (.json, or .toml)")
+    a.add_argument("claims", nargs="?", default=None,
+                   help="claims file (.json, or .toml); default: the published claims shipped with dpcert")
     a.add_argument("--json", action="store_true", help="machine-readable output")
     a.add_argument("--markdown", action="store_true", help="markdown table")
     a.add_argument("--only", nargs="+", metavar="ID", help="audit only these claim ids")
@@ -73,7 +74,7 @@ def _register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("bench_args", nargs=argparse.REMAINDER)
     p = sub.add_parser("plot", help="plots: epsilon vs steps, privacy profile, RDP curve, f-DP trade-off")
     try:
-        from benchmarks.plots import add_arguments
+        from .plots import add_arguments
     except ModuleNotFoundError:  # pragma: no cover - installed without the benchmarks package
         pass
     else:

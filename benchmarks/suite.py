@@ -534,7 +534,7 @@ def markdown_report(doc: dict) -> str:
         from accountant.audit import AuditResult, format_table
 
         out += ["#### Audit of the shipped published claims "
-                "(`dpcert audit benchmarks/claims/published.json`)", ""]
+                "(`dpcert audit`, the claims in `accountant/claims/published.json`)", ""]
         rs = [AuditResult(**{**a, **{k: _num(a[k]) for k in ("upper", "lower", "slack", "numerical_error",
                                                              "claimed_epsilon")},
                              "candidates": {k: _num(v) for k, v in a.get("candidates", {}).items()}})
@@ -591,10 +591,10 @@ def run(quick: bool = True, out_dir: str | Path | None = None, use_peers: bool =
             fails.setdefault(lib, []).append(f"cold start: {c.get('status')}")
     audit_rows = []
     if audit if audit is not None else (not quick and not only):
-        from accountant.audit import audit_claims, load_claims
+        from accountant.audit import PUBLISHED_CLAIMS, audit_claims, load_claims
 
         progress("[bench] auditing the published claims ...")
-        audit_rows = [r.to_dict() for r in audit_claims(load_claims(ROOT / "claims" / "published.json"),
+        audit_rows = [r.to_dict() for r in audit_claims(load_claims(PUBLISHED_CLAIMS),
                                                          progress=progress)]
     versions = {lib: avail.get(lib) for lib in LIBRARIES}
     doc = {

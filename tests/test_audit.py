@@ -28,7 +28,7 @@ from accountant.cli import main
 from mechanisms import Gaussian
 
 ROOT = Path(__file__).resolve().parents[1]
-CLAIMS = ROOT / "benchmarks" / "claims" / "published.json"
+CLAIMS = ROOT / "accountant" / "claims" / "published.json"
 
 
 def exact_gaussian_eps(mu: float, delta: float) -> float:

@@ -1,4 +1,4 @@
-"""Tests of the plots (benchmarks/plots.py, ``dpcert plot``) and a smoke test of the benchmark suite.
+"""Tests of the plots (accountant/plots.py, ``dpcert plot``) and a smoke test of the benchmark suite.
 
 The figures are rendered to files and the returned matplotlib Figures are inspected: axes labelled, the
 plotted data monotone where the math says so, and the values checked against independent closed forms
@@ -21,7 +21,7 @@ pytest.importorskip("matplotlib")
 
 from accountant import PrivacyAccountant  # noqa: E402
 from accountant.cli import main  # noqa: E402
-from benchmarks import plots  # noqa: E402
+from accountant import plots  # noqa: E402
 from mechanisms import Gaussian, SubsampledGaussian  # noqa: E402
 
 SIGMA, K, DELTA = 2.0, 20, 1e-5
