@@ -14,7 +14,15 @@ import argparse
 import sys
 
 from . import cli
-from .audit import PUBLISHED_CLAIMS, ClaimError, audit_claims, exit_code, format_table, load_claims, results_to_json
+from .audit import (
+    PUBLISHED_CLAIMS,
+    ClaimError,
+    audit_claims,
+    exit_code,
+    format_table,
+    load_claims,
+    results_to_json,
+)
 
 
 def cmd_audit(args: argparse.Namespace, extra: list[str]) -> int:

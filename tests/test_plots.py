@@ -19,9 +19,11 @@ from scipy.stats import norm
 
 pytest.importorskip("matplotlib")
 
-from accountant import PrivacyAccountant  # noqa: E402
+from accountant import (
+    PrivacyAccountant,  # noqa: E402
+    plots,  # noqa: E402
+)
 from accountant.cli import main  # noqa: E402
-from accountant import plots  # noqa: E402
 from mechanisms import Gaussian, SubsampledGaussian  # noqa: E402
 
 SIGMA, K, DELTA = 2.0, 20, 1e-5
