@@ -2,7 +2,7 @@
 
 Examples::
 
-    dpcert audit                                              # the shipped published claims; exit 1 if one is understated
+    dpcert audit                        # the shipped published claims; exit 1 if one is understated
     dpcert audit claims.toml --json > audit.json
     dpcert bench --quick                                      # benchmark suite (python -m benchmarks)
     dpcert plot --sample-rate 0.01 --sigma 1.1 --steps 10000 --delta 1e-5 --out plots/

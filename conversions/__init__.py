@@ -16,7 +16,8 @@ import importlib
 _EXPORTS = {
     "ComposedPLD": ".contour", "DeltaBounds": ".contour", "EpsilonBounds": ".contour",
     "delta_bounds": ".contour", "epsilon_bounds": ".contour",
-    "gaussian_delta": ".gaussian_dp", "gaussian_epsilon": ".gaussian_dp", "gaussian_log_delta": ".gaussian_dp",
+    "gaussian_delta": ".gaussian_dp", "gaussian_epsilon": ".gaussian_dp",
+    "gaussian_log_delta": ".gaussian_dp",
     "RDPConversion": ".rdp_to_dp", "default_orders": ".rdp_to_dp", "delta_from_rdp": ".rdp_to_dp",
     "eps_from_rdp": ".rdp_to_dp",
 }

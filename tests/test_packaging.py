@@ -63,8 +63,9 @@ def installed(tmp_path_factory):
                                capture_output=True, text=True, check=True).stdout.strip()
     deps = [p for p in site.getsitepackages() + [site.getusersitepackages()] if os.path.isdir(p)]
     Path(venv_site, "_dpcert_test_deps.pth").write_text("\n".join(deps) + "\n")
-    inst = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", "--no-build-isolation",
-                           str(wheel)], capture_output=True, text=True, cwd=tmp, timeout=600)
+    inst = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps",
+                           "--no-build-isolation", str(wheel)],
+                          capture_output=True, text=True, cwd=tmp, timeout=600)
     assert inst.returncode == 0, inst.stderr
     return py, bindir, wheel, tmp
 
@@ -115,7 +116,8 @@ def test_installed_cli_runs_the_readme_main_command(installed):
     r = _run([dpcert, "audit", "--help"], cwd=tmp)
     assert r.returncode == 0, r.stderr
     r = _run([str(bindir / "python"), "-c",
-              "from accountant.audit import PUBLISHED_CLAIMS, load_claims; print(len(load_claims(PUBLISHED_CLAIMS)))"],
+              "from accountant.audit import PUBLISHED_CLAIMS, load_claims;"
+              "print(len(load_claims(PUBLISHED_CLAIMS)))"],
              cwd=tmp)
     assert r.returncode == 0 and int(r.stdout) > 0, r.stderr
 
