@@ -24,7 +24,7 @@ _EXPORTS = {
     "PrivacyBudget": ".privacy_accountant",
 }
 
-__all__ = ["Certificate", "Ledger", "PrivacyAccountant", "PrivacyBudget", "BudgetExceeded",
+__all__ = ["routes", "Certificate", "Ledger", "PrivacyAccountant", "PrivacyBudget", "BudgetExceeded",
            "Calibration", "calibrate_sigma", "max_steps", "max_sample_rate", "DPCertAccountant",
            "IndividualRenyiFilter", "IndKNNFilter",
            "__version__"]
@@ -39,6 +39,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
 
 
 def __getattr__(name: str):
+    if name == "routes":
+        return importlib.import_module(".routes", __name__)
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'accountant' has no attribute {name!r}")

@@ -87,32 +87,14 @@ class Ledger:
 
     @property
     def gaussian_mu(self) -> float | None:
-        """mu of the composition when every entry is a Gaussian mechanism (mu-GDP), else None."""
-        from mechanisms.gaussian import Gaussian
-
-        if not self._counts or not all(type(m) is Gaussian for m in self._counts):
+        """mu of the composition when every entry reports a ``gdp_mu`` (mu-GDP composes as sqrt of the
+        sum of squares, Dong, Roth & Su 2022, Cor. 2), else None."""
+        if not self._counts:
             return None
-        return math.sqrt(sum(k * m.mu**2 for m, k in self._counts.items()))
-
-    @property
-    def laplace_a(self) -> float | None:
-        """a = Delta / b when the ledger is exactly one use of one Laplace mechanism, else None."""
-        from mechanisms.laplace import Laplace
-
-        if len(self._counts) != 1:
+        mus = [(m.gdp_mu, k) for m, k in self._counts.items()]
+        if any(mu is None for mu, _ in mus):
             return None
-        ((m, k),) = self._counts.items()
-        return m.a if type(m) is Laplace and k == 1 else None
-
-    @property
-    def exact_form(self) -> tuple[str, float] | None:
-        """The closed-form privacy profile of the whole ledger, if it has one: ("gaussian", mu) for
-        any composition of Gaussian mechanisms (mu-GDP), ("laplace", a) for one Laplace use; else None."""
-        mu = self.gaussian_mu
-        if mu is not None:
-            return "gaussian", mu
-        a = self.laplace_a
-        return None if a is None else ("laplace", a)
+        return math.sqrt(sum(k * mu**2 for mu, k in mus))
 
     # ---------------------------------------------------------------- serialisation
     def to_list(self) -> list[dict]:

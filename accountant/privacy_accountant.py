@@ -4,23 +4,32 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from conversions import contour, gaussian_dp, laplace_dp, rdp_to_dp
+from conversions import contour, rdp_to_dp
+from conversions.bracket import Bracket
 from mechanisms import _validate as V
 from mechanisms.base import RELATIONS, Mechanism
 
+from . import routes
 from .certificate import Certificate
 from .ledger import Ledger
 from .state import atomic_write_text, dump_state, load_state
 
-METHODS = ("auto", "cf", "rdp", "rdp_classic", "exact")
+#: The built-in ``method=`` values; routes registered later (:func:`accountant.routes.register_route`)
+#: are accepted too.
+METHODS = routes.methods()
 # "auto" stops evaluating routes once the best certified bound is within this relative distance of a
 # certified lower bound on the truth: no valid bound from another route can be smaller than that
 # lower bound, so the remaining routes could improve the answer by less than this fraction.
 AUTO_SKIP_RTOL = 1e-6
+# budget allowance search: from the RDP-certified count, at most this many doublings, then an exact
+# bisection (a few tight queries once, then O(1) checks); the RDP head start uses these orders
+_ALLOWANCE_DOUBLINGS = 16
+_ALLOWANCE_ORDERS = np.concatenate([1.0 + np.geomspace(1e-3, 0.9, 12), np.arange(2.0, 65.0),
+                                    np.array([80.0, 96.0, 128.0, 192.0, 256.0])])
 
 
 class BudgetExceeded(RuntimeError):
@@ -41,15 +50,6 @@ class PrivacyBudget:
     def __post_init__(self):
         object.__setattr__(self, "epsilon", V.real("budget epsilon", self.epsilon, low=0.0))
         object.__setattr__(self, "delta", V.delta(self.delta, "budget delta"))
-
-
-@dataclass(frozen=True)
-class _Route:
-    value: float  # certified upper bound of the queried quantity
-    lower: float | None  # lower bound on the true value (None if unknown)
-    estimate: float
-    bound: str
-    details: dict = field(default_factory=dict)
 
 
 class PrivacyAccountant:
@@ -85,8 +85,10 @@ class PrivacyAccountant:
             raise TypeError("budget must be a PrivacyBudget")
         self.budget = budget
         self._ledger = Ledger()
-        self._pld_cache: dict[str, contour.ComposedPLD] = {}
+        self._cache: dict = {}  # per-ledger route caches (cleared on every composition)
         self._last_step: tuple | None = None
+        # certified budget allowance: {mechanism: further uses known to keep epsilon within the budget}
+        self._allowance: dict[Mechanism, int] = {}
 
     # ------------------------------------------------------------------ composition
     @property
@@ -106,16 +108,108 @@ class PrivacyAccountant:
             raise ValueError(f"{mechanism.describe()} is not defined under the {self.relation!r} relation "
                              f"(supported: {mechanism.relations})")
         if self.budget is not None and times:
-            trial = self._copy_with(mechanism, times)
-            eps = trial.epsilon(self.budget.delta)
-            if eps > self.budget.epsilon:
-                raise BudgetExceeded(
-                    f"composing {times} x {mechanism.describe()} would give epsilon {eps:.6g} > budget "
-                    f"{self.budget.epsilon:.6g} at delta {self.budget.delta:.3g}; nothing recorded")
+            self._check_budget(mechanism, times)
         self._ledger.add(mechanism, times)
-        self._pld_cache.clear()
+        self._after_add(mechanism, times)
         self._last_step = None
         return self
+
+    def _after_add(self, mechanism: Mechanism, times: int) -> None:
+        """Bookkeeping after ``times`` uses of ``mechanism`` were recorded."""
+        if times:
+            self._cache.clear()
+        # an allowance holds for the ledger it was computed on plus uses of its own mechanism only
+        left = self._allowance.get(mechanism, 0) - times
+        self._allowance = {mechanism: left} if left > 0 else {}
+
+    def _check_budget(self, mechanism: Mechanism, times: int) -> None:
+        """Raise :class:`BudgetExceeded` unless ``times`` more uses of ``mechanism`` fit the budget.
+
+        Sound and cheap in training loops: the true epsilon of a composition never decreases when
+        mechanisms are added (dropping outputs is post-processing), so once the ledger plus ``n`` uses of
+        ``mechanism`` is certified within the budget, any ``times <= n`` is within it too.  The first
+        accepted check therefore also certifies a larger count (doubling, then bisection, a few tight
+        queries); later checks of the same mechanism only compare with that allowance (O(1)).
+        """
+        if self._allowance.get(mechanism, 0) >= times:
+            return
+        budget = self.budget
+        assert budget is not None
+
+        def eps_at(n: int) -> float:
+            return self._copy_with(mechanism, n).epsilon(budget.delta)
+
+        # a cheap certified head start: counts that fit under the RDP bound (an upper bound of the
+        # tight route's epsilon, hence of the truth) fit for sure
+        good, e_good = self._rdp_allowance(mechanism), None
+        if good < times:
+            e_good = eps_at(times)
+            if e_good > budget.epsilon:
+                raise BudgetExceeded(
+                    f"composing {times} x {mechanism.describe()} would give epsilon {e_good:.6g} > budget "
+                    f"{budget.epsilon:.6g} at delta {budget.delta:.3g}; nothing recorded")
+            good = times
+        bad = e_bad = None
+        for _ in range(_ALLOWANCE_DOUBLINGS):
+            e = eps_at(2 * good)
+            if e <= budget.epsilon:
+                good, e_good = 2 * good, e
+            else:
+                bad, e_bad = 2 * good, e
+                break
+        # largest certified count in (good, bad): interpolation steps on eps(n) (smooth in n), with a
+        # bisection whenever an interpolation step fails to halve the interval
+        stalled = 0
+        while bad is not None and bad - good > 1:
+            mid = (good + bad) // 2
+            if stalled < 2 and e_good is not None and math.isfinite(e_bad) and e_bad > e_good:
+                frac = (budget.epsilon - e_good) / (e_bad - e_good)
+                mid = min(max(good + int(round(frac * (bad - good))), good + 1), bad - 1)
+            width = bad - good
+            e = eps_at(mid)
+            if e <= budget.epsilon:
+                good, e_good = mid, e
+            else:
+                bad, e_bad = mid, e
+            stalled = stalled + 1 if (bad - good) > width // 2 else 0
+        self._allowance = {mechanism: good}
+
+    def _rdp_allowance(self, mechanism: Mechanism) -> int:
+        """Largest n with RDP-certified epsilon(ledger + n x mechanism) <= budget (0 if none or unknown).
+
+        The improved conversion (Balle et al. 2020, Thm 21) on a fixed order grid, with a relative margin
+        of 1e-12; the composed curve is linear in n, so this is a cheap bisection.
+        """
+        budget = self.budget
+        if budget is None or self._ledger.infinite_loss_mass > 0 or mechanism.infinite_loss_mass > 0:
+            return 0
+        alphas = _ALLOWANCE_ORDERS
+        try:
+            base = np.asarray(self._ledger.rdp(alphas), dtype=float)
+            per = np.asarray(mechanism.rdp(alphas), dtype=float)
+        except (ValueError, TypeError, ArithmeticError):
+            return 0
+        term = rdp_to_dp.eps_at_orders(alphas, np.zeros_like(alphas), budget.delta)
+        with np.errstate(invalid="ignore", over="ignore"):
+            def eps(n: int) -> float:
+                v = base + n * per + term
+                v = v[np.isfinite(v)]
+                return float(v.min()) * (1 + 1e-12) if v.size else math.inf
+
+            if not eps(1) <= budget.epsilon:
+                return 0
+            lo, hi = 1, 2
+            while eps(hi) <= budget.epsilon:
+                lo, hi = hi, hi * 2
+                if hi > 1 << 60:
+                    return lo
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if eps(mid) <= budget.epsilon:
+                    lo = mid
+                else:
+                    hi = mid
+        return lo
 
     def _copy_with(self, mechanism: Mechanism, times: int) -> PrivacyAccountant:
         trial = PrivacyAccountant(self.relation, self.rtol)
@@ -127,7 +221,8 @@ class PrivacyAccountant:
              noise_multiplier: float | None = None, sensitivity: float = 1.0) -> PrivacyAccountant:
         """Record ``steps`` DP-SGD steps: Poisson-subsampled Gaussian with noise multiplier ``sigma``.
 
-        O(1) per call: repeated calls with the same (sigma, sample_rate) only increment a counter.
+        O(1) per call: repeated calls with the same (sigma, sample_rate) only increment a counter; with a
+        budget, only the first call (and a call past the certified allowance) runs tight queries.
         ``noise_multiplier`` is accepted as an alias of ``sigma`` (Opacus naming).
         """
         if noise_multiplier is not None:
@@ -137,12 +232,13 @@ class PrivacyAccountant:
         if sigma is None or sample_rate is None:
             raise TypeError("step() needs sigma (or noise_multiplier) and sample_rate")
         key = (sigma, sample_rate, sensitivity)
-        if self._last_step is not None and self._last_step[0] == key and self.budget is None:
+        if self._last_step is not None and self._last_step[0] == key:
             if isinstance(steps, int) and not isinstance(steps, bool) and steps >= 0:
                 mech = self._last_step[1]
+                if self.budget is not None and steps:
+                    self._check_budget(mech, steps)  # O(1) within the certified allowance
                 self._ledger._counts[mech] += steps
-                if steps:
-                    self._pld_cache.clear()
+                self._after_add(mech, steps)
                 return self
         from mechanisms.subsampled import SubsampledGaussian
 
@@ -157,130 +253,64 @@ class PrivacyAccountant:
         """Composed RDP curve at orders ``alpha`` (> 1)."""
         return self._ledger.rdp(alpha)
 
-    def _pld(self, direction: str) -> contour.ComposedPLD:
-        if direction not in self._pld_cache:
-            self._pld_cache[direction] = contour.ComposedPLD(self._ledger.items(), direction)
-        return self._pld_cache[direction]
-
-    def _directions(self) -> tuple[str, ...]:
-        return ("remove",) if self._ledger.symmetric else ("remove", "add")
-
-    # ------------------------------------------------------------------ routes for eps(delta)
     def _valid_methods(self) -> list[str]:
-        """Valid routes, in the order "auto" tries them (tightest and cheapest first)."""
-        out = []
-        if self._ledger.exact_form is not None:
-            out.append("exact")
-        if self._ledger.pld_available:
-            out.append("cf")
-        out += ["rdp", "rdp_classic"]
-        return out
+        """Names of the routes that apply to this ledger, in the order "auto" tries them."""
+        return [r.name for r in routes.applicable(self._ledger)]
 
-    def _exact_form(self) -> tuple[str, float]:
-        form = self._ledger.exact_form
-        if form is None:
-            raise ValueError("method='exact' needs a closed-form ledger: Gaussian mechanisms only "
-                             "(any number) or a single use of one Laplace mechanism")
-        return form
+    def _route_by_name(self, method: str) -> routes.Route:
+        for r in routes.applicable(self._ledger):
+            if r.name == method:
+                return r
+        hint = (" (the closed forms cover compositions of Gaussian mechanisms and one use of one Laplace "
+                "mechanism)") if method == "exact" else ""
+        raise ValueError(f"method {method!r} is not available for this ledger "
+                         f"(available: {self._valid_methods()}){hint}")
 
-    def _eps_route(self, method: str, delta: float) -> _Route:
-        led = self._ledger
-        if not led:
-            return _Route(0.0, 0.0, 0.0, "exact")
-        if method == "exact":
-            kind, x = self._exact_form()
-            if kind == "gaussian":
-                eps, err = gaussian_dp.gaussian_epsilon(delta, x)
-            else:
-                eps, err = laplace_dp.laplace_epsilon(delta, x)
-            return _Route(eps, max(eps - err, 0.0), eps - err / 2, "exact",
-                          {"mu" if kind == "gaussian" else "a": x})
-        if method in ("rdp", "rdp_classic"):
-            rule = "improved" if method == "rdp" else "classic"
-            r = rdp_to_dp.eps_from_rdp(led.rdp, delta, pure_eps=led.pure_epsilon,
-                                       inf_mass=led.infinite_loss_mass, rule=rule)
-            return _Route(r.value, None, r.value, "upper bound", {"alpha": r.alpha, "rule": rule})
-        if method == "cf":
-            return self._cf_route([contour.epsilon_bounds(self._pld(d), delta, self.rtol)
-                                   for d in self._directions()])
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-
-    def _cf_route(self, res: list) -> _Route:
-        """Worst direction of the characteristic-function route (bounds per direction in ``res``)."""
-        led = self._ledger
-        worst = max(res, key=lambda r: r.upper)
-        lower = max(r.lower for r in res) if led.tight else None
-        # "exact"/"bracketed" describe the pair; for mechanisms not attaining their pair it is an upper bound
-        if not led.tight:
-            bound = "upper bound"
-        else:
-            bound = "exact" if worst.details.get("exact") else "bracketed"
-        det = {"direction": worst.direction, **{k: v for k, v in worst.details.items()
-                                                  if isinstance(v, (int, float, str, bool))}}
-        return _Route(worst.upper, lower, max(r.estimate for r in res), bound, det)
-
-    def _delta_route(self, method: str, eps: float) -> _Route:
-        led = self._ledger
-        if not led:
-            d = max(0.0, -math.expm1(eps))
-            return _Route(d, d, d, "exact")
-        if method == "exact":
-            kind, x = self._exact_form()
-            if kind == "gaussian":
-                d = gaussian_dp.gaussian_delta(eps, x)
-                err = d * gaussian_dp.gaussian_error_factor(eps, x)
-            else:
-                d, err = laplace_dp.laplace_delta(eps, x)
-            return _Route(min(1.0, d + err), max(d - err, 0.0), d, "exact",
-                          {"mu" if kind == "gaussian" else "a": x})
-        if method in ("rdp", "rdp_classic"):
-            rule = "improved" if method == "rdp" else "classic"
-            r = rdp_to_dp.delta_from_rdp(led.rdp, eps, pure_eps=led.pure_epsilon,
-                                         inf_mass=led.infinite_loss_mass, rule=rule)
-            return _Route(r.value, None, r.value, "upper bound", {"alpha": r.alpha, "rule": rule})
-        if method == "cf":
-            return self._cf_route([contour.delta_bounds(self._pld(d), eps, self.rtol)
-                                   for d in self._directions()])
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-
-    def _select(self, method: str, fn, compare: bool = False) -> tuple[str, _Route, dict]:
-        """Evaluate ``method`` (or, for "auto", the valid routes) and pick the smallest bound.
+    def _select(self, method: str, query: str, value: float,
+                compare: bool = False) -> tuple[str, Bracket, dict]:
+        """Evaluate ``method`` (or, for "auto", the applicable routes) and pick the smallest bound.
 
         "auto" tries the routes tightest first (exact, cf, rdp) and stops once the best bound is
         within ``AUTO_SKIP_RTOL`` of the best certified lower bound (every valid bound is at least
         that lower bound, so no later route can do better by more); ``compare=True`` evaluates all.
         """
-        if method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        valid = routes.methods()
+        if method not in valid:
+            raise ValueError(f"method must be one of {valid}, got {method!r}")
+        ctx = routes.QueryContext(self.rtol, self._cache)
+
+        def run(route: routes.Route) -> Bracket:
+            if not self._ledger:
+                return routes.empty_ledger_bracket(query, value)
+            fn = route.epsilon if query == "epsilon" else route.delta
+            return fn(self._ledger, value, ctx)
+
         if method != "auto":
-            if method not in self._valid_methods() and self._ledger:
-                raise ValueError(f"method {method!r} is not available for this ledger "
-                                 f"(available: {self._valid_methods()})")
-            return method, fn(method), {}
-        routes: dict[str, _Route] = {}
+            if not self._ledger:
+                return method, routes.empty_ledger_bracket(query, value), {}
+            return method, run(self._route_by_name(method)), {}
+        results: dict[str, Bracket] = {}
         skipped: list[str] = []
         lower = None
-        for m in self._valid_methods():
-            if m == "rdp_classic":
-                continue  # never better than "rdp"
-            if routes and not compare and lower is not None:
-                best_val = min(r.value for r in routes.values())
+        for route in routes.applicable(self._ledger):
+            if route.name in routes.AUTO_EXCLUDED:
+                continue
+            if results and not compare and lower is not None:
+                best_val = min(r.upper for r in results.values())
                 if best_val - lower <= AUTO_SKIP_RTOL * abs(best_val):
-                    skipped.append(m)
+                    skipped.append(route.name)
                     continue
-            r = routes[m] = fn(m)
+            r = results[route.name] = run(route)
             if r.lower is not None:
                 lower = r.lower if lower is None else max(lower, r.lower)
-        if not routes:
-            routes["rdp"] = fn("rdp")
-        best = min(routes, key=lambda m: routes[m].value)
-        chosen = routes[best]
-        details = chosen.details
+        if not results:
+            results["rdp"] = run(self._route_by_name("rdp"))
+        best = min(results, key=lambda m: results[m].upper)
+        chosen = results[best]
         if skipped:
-            details = {**details, "skipped_routes": ",".join(skipped)}
-        chosen = _Route(chosen.value, lower if lower is not None else chosen.lower, chosen.estimate,
-                        chosen.bound, details)
-        return best, chosen, {m: r.value for m, r in routes.items()}
+            chosen = chosen.with_details(skipped_routes=",".join(skipped))
+        chosen = chosen.with_lower(lower if lower is not None else chosen.lower)
+        return best, chosen, {m: r.upper for m, r in results.items()}
 
     # ------------------------------------------------------------------ public queries
     def epsilon(self, delta: float, method: str = "auto") -> float:
@@ -306,16 +336,15 @@ class PrivacyAccountant:
             raise ValueError("give exactly one of delta= or epsilon=")
         if delta is not None:
             delta = V.delta(delta)
-            name, r, cands = self._select(method, lambda m: self._eps_route(m, delta), compare)
-            return Certificate(epsilon=r.value, delta=delta, method=name,
-                               error=max(r.value - r.estimate, 0.0) if math.isfinite(r.value) else math.inf,
-                               lower_bound=r.lower, bound=r.bound, relation=self.relation,
+            name, r, cands = self._select(method, "epsilon", delta, compare)
+            return Certificate(epsilon=r.upper, delta=delta, method=name, error=r.error,
+                               lower_bound=r.lower, bound=r.kind, relation=self.relation,
                                query="epsilon", ledger=tuple(self._ledger.summary()), candidates=cands,
                                details=r.details)
         epsilon = V.epsilon(epsilon)
-        name, r, cands = self._select(method, lambda m: self._delta_route(m, epsilon), compare)
-        return Certificate(epsilon=epsilon, delta=r.value, method=name,
-                           error=max(r.value - r.estimate, 0.0), lower_bound=r.lower, bound=r.bound,
+        name, r, cands = self._select(method, "delta", epsilon, compare)
+        return Certificate(epsilon=epsilon, delta=r.upper, method=name,
+                           error=max(r.upper - r.estimate, 0.0), lower_bound=r.lower, bound=r.kind,
                            relation=self.relation, query="delta", ledger=tuple(self._ledger.summary()),
                            candidates=cands, details=r.details)
 

@@ -56,6 +56,14 @@ def _eps_objective(alpha: np.ndarray, rdp: np.ndarray, log_delta: float, rule: s
     return rdp + np.log1p(-1.0 / alpha) - (log_delta + np.log(alpha)) / am1
 
 
+def eps_at_orders(alpha: np.ndarray, rdp: np.ndarray, delta: float, rule: str = "improved") -> np.ndarray:
+    """epsilon(delta) certified by each order: the conversion of ``rdp`` (RDP values at ``alpha`` > 1)
+    with ``rule`` ("improved": Balle et al. 2020, Thm 21; "classic": Mironov 2017, Prop. 3).  Every
+    entry is a valid upper bound (no infinite-loss mass); the minimum is the best on these orders."""
+    return _eps_objective(np.asarray(alpha, dtype=float), np.asarray(rdp, dtype=float), math.log(delta),
+                          _check_rule(rule))
+
+
 def _log_delta_objective(alpha: np.ndarray, rdp: np.ndarray, eps: float, rule: str) -> np.ndarray:
     am1 = alpha - 1.0
     val = am1 * (rdp - eps)

@@ -81,6 +81,15 @@ class Mechanism:
         """Probability of infinite privacy loss (0 except for (eps, delta) blocks)."""
         return 0.0
 
+    @property
+    def gdp_mu(self) -> float | None:
+        """mu when the mechanism's dominating pair is exactly the Gaussian pair (N(mu, 1), N(0, 1)).
+
+        Plug-in hook of the closed-form mu-GDP route: a ledger whose entries all report a mu composes
+        to sqrt(sum k_j mu_j^2)-GDP, certified in closed form.  None (default) for any other pair.
+        """
+        return None
+
     # ------------------------------------------------------------------ PLD / characteristic function
     @property
     def max_mgf_order(self) -> float:

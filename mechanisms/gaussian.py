@@ -55,6 +55,11 @@ class Gaussian(Mechanism):
         """Gaussian-DP parameter mu = sensitivity / sigma."""
         return self.sensitivity / self.sigma
 
+    @property
+    def gdp_mu(self) -> float:
+        """The mechanism is exactly mu-GDP with mu = sensitivity / sigma (the closed-form route's hook)."""
+        return self.mu
+
     def rdp(self, alpha) -> np.ndarray:
         a = V.alphas(alpha)
         return a * (self.mu**2 / 2.0)

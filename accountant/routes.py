@@ -1,0 +1,242 @@
+"""Routes: the ways of turning a ledger into a certified (epsilon, delta) bracket.
+
+A route is a small object with a public ``name`` (what ``method=`` selects and the certificate names),
+``applies(ledger)`` and two queries that return a :class:`conversions.bracket.Bracket`::
+
+    route.epsilon(ledger, delta, ctx) -> Bracket     # epsilon at this delta
+    route.delta(ledger, epsilon, ctx) -> Bracket     # delta at this epsilon
+
+``ctx`` (:class:`QueryContext`) carries the accountant's accuracy target and its per-ledger caches.
+:data:`ROUTES` is the ordered list ``method="auto"`` walks (tightest first); a new route is one class and
+one :func:`register_route` call.  Several routes may share a public name (the closed forms are all
+"exact"): ``method=NAME`` uses the first of them that applies.
+
+Every route must be sound on its own: ``upper`` at least the true value of the composed dominating pair,
+``lower`` (when given) at most it.  The accountant only picks the smallest upper bound and the largest
+lower bound among the routes it evaluated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from conversions import contour, gaussian_dp, laplace_dp, rdp_to_dp
+from conversions.bracket import Bracket
+from mechanisms.laplace import Laplace
+
+from .ledger import Ledger
+
+
+@dataclass
+class QueryContext:
+    """What a route may use besides the ledger: the target accuracy and the accountant's caches.
+
+    ``cache`` lives as long as the ledger is unchanged (the accountant clears it on every composition),
+    so a route can keep expensive per-ledger objects there (the cf route keeps its composed PLDs).
+    """
+
+    rtol: float
+    cache: dict = field(default_factory=dict)
+
+
+@runtime_checkable
+class Route(Protocol):
+    """The route contract (see the module docstring)."""
+
+    name: str
+
+    def applies(self, ledger: Ledger) -> bool: ...
+
+    def epsilon(self, ledger: Ledger, delta: float, ctx: QueryContext) -> Bracket: ...
+
+    def delta(self, ledger: Ledger, epsilon: float, ctx: QueryContext) -> Bracket: ...
+
+
+def directions(ledger: Ledger) -> tuple[str, ...]:
+    """The dominating-pair directions to evaluate (one when every mechanism is symmetric)."""
+    return ("remove",) if ledger.symmetric else ("remove", "add")
+
+
+# ---------------------------------------------------------------------------------------------- exact
+class GaussianExactRoute:
+    """Closed-form mu-GDP profile of a composition of Gaussian-family mechanisms (Dong, Roth & Su 2022,
+    Cor. 2; Balle & Wang 2018, Thm 8): delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) with
+    mu^2 = sum_j k_j mu_j^2.  Applies when every entry reports ``gdp_mu`` (a plug-in hook)."""
+
+    name = "exact"
+
+    def applies(self, ledger: Ledger) -> bool:
+        return ledger.gaussian_mu is not None
+
+    def epsilon(self, ledger: Ledger, delta: float, ctx: QueryContext) -> Bracket:
+        mu = ledger.gaussian_mu
+        eps, err = gaussian_dp.gaussian_epsilon(delta, mu)
+        return Bracket.exact(eps, max(eps - err, 0.0), eps - err / 2, {"mu": mu})
+
+    def delta(self, ledger: Ledger, epsilon: float, ctx: QueryContext) -> Bracket:
+        mu = ledger.gaussian_mu
+        d = gaussian_dp.gaussian_delta(epsilon, mu)
+        err = d * gaussian_dp.gaussian_error_factor(epsilon, mu)
+        return Bracket.exact(min(1.0, d + err), max(d - err, 0.0), d, {"mu": mu})
+
+
+class LaplaceExactRoute:
+    """One use of a Laplace mechanism with a = sensitivity / scale: delta(eps) = 1 - e^{(eps - a)/2} for
+    0 <= eps <= a (the tight profile of the Laplace pair)."""
+
+    name = "exact"
+
+    @staticmethod
+    def _a(ledger: Ledger) -> float | None:
+        items = ledger.items()
+        if len(items) != 1:
+            return None
+        ((m, k),) = items
+        return m.a if type(m) is Laplace and k == 1 else None
+
+    def applies(self, ledger: Ledger) -> bool:
+        return self._a(ledger) is not None
+
+    def epsilon(self, ledger: Ledger, delta: float, ctx: QueryContext) -> Bracket:
+        a = self._a(ledger)
+        eps, err = laplace_dp.laplace_epsilon(delta, a)
+        return Bracket.exact(eps, max(eps - err, 0.0), eps - err / 2, {"a": a})
+
+    def delta(self, ledger: Ledger, epsilon: float, ctx: QueryContext) -> Bracket:
+        a = self._a(ledger)
+        d, err = laplace_dp.laplace_delta(epsilon, a)
+        return Bracket.exact(min(1.0, d + err), max(d - err, 0.0), d, {"a": a})
+
+
+# ---------------------------------------------------------------------------------------------- numerical
+class CharacteristicFunctionRoute:
+    """Shifted-line inversion of the composed MGF with exact atoms and closed-form low-order terms
+    (:mod:`conversions.contour`); the worst of the dominating-pair directions."""
+
+    name = "cf"
+
+    def applies(self, ledger: Ledger) -> bool:
+        return ledger.pld_available
+
+    @staticmethod
+    def _pld(ledger: Ledger, direction: str, ctx: QueryContext) -> contour.ComposedPLD:
+        key = ("cf_pld", direction)
+        if key not in ctx.cache:
+            ctx.cache[key] = contour.ComposedPLD(ledger.items(), direction)
+        return ctx.cache[key]
+
+    @staticmethod
+    def _worst(ledger: Ledger, res: list) -> Bracket:
+        worst = max(res, key=lambda r: r.upper)
+        lower = max(r.lower for r in res) if ledger.tight else None
+        # "exact"/"bracketed" describe the pair; for mechanisms not attaining their pair it is an upper bound
+        if not ledger.tight:
+            kind = "upper bound"
+        else:
+            kind = "exact" if worst.details.get("exact") else "bracketed"
+        det = {"direction": worst.direction, **{k: v for k, v in worst.details.items()
+                                                  if isinstance(v, (int, float, str, bool))}}
+        return Bracket(worst.upper, lower, max(r.estimate for r in res), kind, det)
+
+    def epsilon(self, ledger: Ledger, delta: float, ctx: QueryContext) -> Bracket:
+        return self._worst(ledger, [contour.epsilon_bounds(self._pld(ledger, d, ctx), delta, ctx.rtol)
+                                    for d in directions(ledger)])
+
+    def delta(self, ledger: Ledger, epsilon: float, ctx: QueryContext) -> Bracket:
+        return self._worst(ledger, [contour.delta_bounds(self._pld(ledger, d, ctx), epsilon, ctx.rtol)
+                                    for d in directions(ledger)])
+
+
+class RDPRoute:
+    """Composed RDP curve converted to (epsilon, delta), optimised over continuous alpha
+    (:mod:`conversions.rdp_to_dp`): ``rule="improved"`` (Balle et al. 2020, Thm 21) or ``"classic"``
+    (Mironov 2017, Prop. 3).  An upper bound only; applies to every ledger."""
+
+    def __init__(self, name: str, rule: str):
+        self.name = name
+        self.rule = rule
+
+    def applies(self, ledger: Ledger) -> bool:
+        return True
+
+    def epsilon(self, ledger: Ledger, delta: float, ctx: QueryContext) -> Bracket:
+        r = rdp_to_dp.eps_from_rdp(ledger.rdp, delta, pure_eps=ledger.pure_epsilon,
+                                   inf_mass=ledger.infinite_loss_mass, rule=self.rule)
+        return Bracket.upper_only(r.value, {"alpha": r.alpha, "rule": self.rule})
+
+    def delta(self, ledger: Ledger, epsilon: float, ctx: QueryContext) -> Bracket:
+        r = rdp_to_dp.delta_from_rdp(ledger.rdp, epsilon, pure_eps=ledger.pure_epsilon,
+                                     inf_mass=ledger.infinite_loss_mass, rule=self.rule)
+        return Bracket.upper_only(r.value, {"alpha": r.alpha, "rule": self.rule})
+
+
+# ---------------------------------------------------------------------------------------------- registry
+#: The routes in the order ``method="auto"`` tries them: closed forms, then the numerical routes from the
+#: tightest to the loosest.  ``auto`` never evaluates ``rdp_classic`` (never better than ``rdp``).
+ROUTES: list[Route] = [
+    GaussianExactRoute(),
+    LaplaceExactRoute(),
+    CharacteristicFunctionRoute(),
+    RDPRoute("rdp", "improved"),
+    RDPRoute("rdp_classic", "classic"),
+]
+#: Public names never tried by ``method="auto"`` (dominated by another route).
+AUTO_EXCLUDED = {"rdp_classic"}
+
+
+def register_route(route: Route, *, before: str | None = None) -> None:
+    """Add ``route`` to :data:`ROUTES`, before the first route named ``before`` (default: at the end).
+
+    Plug-ins contribute exact closed forms this way (``before="cf"``); a route must satisfy the
+    :class:`Route` protocol and be sound on every ledger for which ``applies`` is true.
+    """
+    if not isinstance(route, Route) or not isinstance(getattr(route, "name", None), str) or not route.name:
+        raise TypeError("route must have a non-empty str 'name' and applies/epsilon/delta methods")
+    if route.name == "auto":
+        raise ValueError("'auto' is reserved for the route selection")
+    if before is None:
+        ROUTES.append(route)
+        return
+    for i, r in enumerate(ROUTES):
+        if r.name == before:
+            ROUTES.insert(i, route)
+            return
+    raise ValueError(f"no route named {before!r}; routes: {route_names()}")
+
+
+def unregister_route(route: Route) -> None:
+    """Remove a route added with :func:`register_route`."""
+    ROUTES.remove(route)
+
+
+def route_names() -> tuple[str, ...]:
+    """Public route names in order, without repeats."""
+    return tuple(dict.fromkeys(r.name for r in ROUTES))
+
+
+def methods() -> tuple[str, ...]:
+    """Valid ``method=`` values: "auto" and every route name."""
+    return ("auto",) + route_names()
+
+
+def applicable(ledger: Ledger) -> list[Route]:
+    """The routes that apply to ``ledger``, one per public name (the first that applies), in order."""
+    out: dict[str, Route] = {}
+    for r in ROUTES:
+        if r.name not in out and r.applies(ledger):
+            out[r.name] = r
+    return list(out.values())
+
+
+QueryFn = Callable[[Route], Bracket]
+
+
+def empty_ledger_bracket(query: str, value: float) -> Bracket:
+    """Nothing composed: epsilon(delta) = 0 and delta(epsilon) = max(0, 1 - e^eps) (identical outputs)."""
+    if query == "epsilon":
+        return Bracket(0.0, 0.0, 0.0, "exact")
+    d = max(0.0, -math.expm1(value))
+    return Bracket(d, d, d, "exact")
