@@ -20,11 +20,12 @@ _EXPORTS = {
     "Calibration": ".calibration", "calibrate_sigma": ".calibration", "max_sample_rate": ".calibration",
     "max_steps": ".calibration", "Certificate": ".certificate", "IndividualRenyiFilter": ".individual_filter",
     "IndKNNFilter": ".individual_filter", "Ledger": ".ledger", "DPCertAccountant": ".opacus_adapter",
-    "BudgetExceeded": ".privacy_accountant", "PrivacyAccountant": ".privacy_accountant",
-    "PrivacyBudget": ".privacy_accountant",
+    "BudgetExceeded": ".privacy_accountant", "AccuracyWarning": ".privacy_accountant",
+    "PrivacyAccountant": ".privacy_accountant", "PrivacyBudget": ".privacy_accountant",
 }
 
 __all__ = ["routes", "Certificate", "Ledger", "PrivacyAccountant", "PrivacyBudget", "BudgetExceeded",
+           "AccuracyWarning",
            "Calibration", "calibrate_sigma", "max_steps", "max_sample_rate", "DPCertAccountant",
            "IndividualRenyiFilter", "IndKNNFilter",
            "__version__"]
@@ -35,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .individual_filter import IndividualRenyiFilter, IndKNNFilter
     from .ledger import Ledger
     from .opacus_adapter import DPCertAccountant
-    from .privacy_accountant import BudgetExceeded, PrivacyAccountant, PrivacyBudget
+    from .privacy_accountant import AccuracyWarning, BudgetExceeded, PrivacyAccountant, PrivacyBudget
 
 
 def __getattr__(name: str):

@@ -93,9 +93,10 @@ class Certificate:
         if self.lower_bound is not None:
             lb = f"; the true {what} of the worst-case pair is at least {self.lower_bound:.6g}"
         comp = "; ".join(self.ledger) if self.ledger else "nothing"
+        warn = f" Warning: {self.details['warning']}." if self.details.get("warning") else ""
         return (f"({self.epsilon:.6g}, {self.delta:.3g})-DP under {self.relation.replace('_', '/')} "
                 f"neighbours [{self.bound}; method {self.method}; numerical error <= {self.error:.2g} "
-                f"in {what} = {val:.6g}{lb}]. Composition: {comp}. dpcert {self.version}.")
+                f"in {what} = {val:.6g}{lb}]. Composition: {comp}. dpcert {self.version}.{warn}")
 
 
 def _jsonify(x: Any) -> Any:

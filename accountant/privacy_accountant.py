@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +35,11 @@ _ALLOWANCE_ORDERS = np.concatenate([1.0 + np.geomspace(1e-3, 0.9, 12), np.arange
 
 class BudgetExceeded(RuntimeError):
     """Raised when a composition would exceed the accountant's privacy budget (nothing is recorded)."""
+
+
+class AccuracyWarning(UserWarning):
+    """A certificate is valid but looser than requested (e.g. a route reached its per-query work limit);
+    the reason is in ``certificate.details["warning"]``."""
 
 
 @dataclass(frozen=True)
@@ -337,12 +343,14 @@ class PrivacyAccountant:
         if delta is not None:
             delta = V.delta(delta)
             name, r, cands = self._select(method, "epsilon", delta, compare)
+            _warn(r)
             return Certificate(epsilon=r.upper, delta=delta, method=name, error=r.error,
                                lower_bound=r.lower, bound=r.kind, relation=self.relation,
                                query="epsilon", ledger=tuple(self._ledger.summary()), candidates=cands,
                                details=r.details)
         epsilon = V.epsilon(epsilon)
         name, r, cands = self._select(method, "delta", epsilon, compare)
+        _warn(r)
         return Certificate(epsilon=epsilon, delta=r.upper, method=name,
                            error=max(r.upper - r.estimate, 0.0), lower_bound=r.lower, bound=r.kind,
                            relation=self.relation, query="delta", ledger=tuple(self._ledger.summary()),
@@ -381,3 +389,8 @@ class PrivacyAccountant:
 
     def __repr__(self) -> str:
         return f"PrivacyAccountant(relation={self.relation!r}, ledger=[{'; '.join(self._ledger.summary())}])"
+
+
+def _warn(bracket: Bracket) -> None:
+    if bracket.details.get("warning"):
+        warnings.warn(f"dpcert: {bracket.details['warning']}", AccuracyWarning, stacklevel=3)

@@ -139,6 +139,9 @@ class CharacteristicFunctionRoute:
             kind = "exact" if worst.details.get("exact") else "bracketed"
         det = {"direction": worst.direction, **{k: v for k, v in worst.details.items()
                                                   if isinstance(v, (int, float, str, bool))}}
+        warns = sorted({r.details["warning"] for r in res if r.details.get("warning")})
+        if warns:
+            det["warning"] = "; ".join(warns)
         return Bracket(worst.upper, lower, max(r.estimate for r in res), kind, det)
 
     def epsilon(self, ledger: Ledger, delta: float, ctx: QueryContext) -> Bracket:

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -58,6 +59,17 @@ MAX_NODES = 1 << 21
 # truncation point is lowered and the (rigorous) bracket simply gets wider.
 WORK_BUDGET = float(1 << 24)
 _U64 = 1.1102230246251565e-16
+# per-query limits of the whole cf query (one direction): mechanism work units (``mgf_cost`` x nodes, the
+# deterministic meter) and wall-clock seconds (a backstop for mechanisms whose cost hint is off).  When
+# either is reached the query returns the best certified bracket it has (the Chernoff bound, or the
+# trivial one) with ``details["work_limit"]`` set: never a hang.
+QUERY_WORK_LIMIT = 1.0e8
+QUERY_TIME_LIMIT = 4.0
+_EVAL_CHUNK = 4096  # nodes per mechanism call, so the meter is checked between chunks
+
+
+class WorkLimitReached(RuntimeError):
+    """The per-query work or time limit of the characteristic-function route was reached."""
 
 
 def _log_kappa(x: float) -> float:
@@ -146,6 +158,8 @@ class ComposedPLD:
         self.mgf_err = sum(k * m.log_mgf_error for m, k in self.entries)
         self.max_order = min([m.max_mgf_order for m, _ in self.entries], default=math.inf)
         self._env_cache: dict = {}  # per-line envelope functions of this composition (query-local)
+        self._work_left = math.inf  # per-query meter (start_query); unlimited outside queries
+        self._deadline = math.inf
         # TV cap: delta(eps) <= TV(prod P, prod Q) <= 1 - prod_j (1 - TV_j)^{k_j} for eps >= 0
         tvs = [m.total_variation(direction) for m, _ in self.entries]
         for tv, (m, _) in zip(tvs, self.entries, strict=True):
@@ -258,6 +272,20 @@ class ComposedPLD:
             out += np.exp(pieces_mod.term_log_mgf(term, s, log_a, log_c) - shift)
         return out
 
+    def start_query(self, work_limit: float = QUERY_WORK_LIMIT, time_limit: float = QUERY_TIME_LIMIT) -> None:
+        """Reset the per-query meter: mechanism evaluations beyond the limits raise WorkLimitReached."""
+        self._work_left = work_limit
+        self._deadline = time.monotonic() + time_limit
+
+    def stop_query(self) -> None:
+        self._work_left = math.inf
+        self._deadline = math.inf
+
+    def _charge(self, units: float) -> None:
+        self._work_left -= units
+        if self._work_left < 0.0 or time.monotonic() > self._deadline:
+            raise WorkLimitReached("the characteristic-function route reached its per-query work limit")
+
     def work(self, u: float, h: float) -> float:
         """Estimated cost of evaluating the composed MGF at the nodes 0, h, ..., u."""
         return (u / h + 1.0) * sum(m.mgf_cost(u) for m, _ in self.entries)
@@ -277,7 +305,16 @@ class ComposedPLD:
         for j, (m, _) in enumerate(self.entries):
             if log_c is not None and log_a is not None and j in log_c and s.ndim == 1:
                 out.append(complex_logaddexp(log_a[j], log_c[j]))
+            elif s.ndim == 1 and s.size > _EVAL_CHUNK:
+                parts = []
+                for i in range(0, s.size, _EVAL_CHUNK):
+                    chunk = s[i:i + _EVAL_CHUNK]
+                    self._charge(chunk.size * m.mgf_cost(float(np.max(np.abs(chunk.imag)))))
+                    parts.append(np.asarray(m.log_mgf(chunk, self.direction), dtype=complex))
+                out.append(np.concatenate(parts))
             else:
+                if s.size:
+                    self._charge(s.size * m.mgf_cost(float(np.max(np.abs(s.imag)))))
                 out.append(np.asarray(m.log_mgf(s, self.direction), dtype=complex))
         return out
 
@@ -298,6 +335,7 @@ class ComposedPLD:
             return math.inf
         v = 0.0
         for m, k in self.entries:
+            self._charge(m.mgf_cost(0.0))
             lm = m.log_mgf_real(c, self.direction)
             if lm == -math.inf:
                 return -math.inf
@@ -327,6 +365,7 @@ class ComposedPLD:
         key = (id(m), c)
         fn = self._env_cache.get(key)
         if fn is None:
+            self._charge(m.envelope_cost(c))
             fn = self._env_cache[key] = m.log_envelope_fn(c, self.direction)
         return fn
 
@@ -677,8 +716,49 @@ def _floor(eps: float) -> float:
     return 0.0 if eps >= 0.0 else -math.expm1(eps) * (1.0 - 4 * _U64)
 
 
+_LIMIT_WARNING = ("the characteristic-function route reached its per-query work limit; the bracket is "
+                  "the {what} bound, valid but loose")
+# what the fallback may still spend on a Chernoff bound after the limit was reached
+_FALLBACK_WORK, _FALLBACK_TIME = 2.0e6, 0.5
+_TINY = 5e-324  # the smallest positive double
+
+
 def delta_bounds(pld: ComposedPLD, eps: float, rtol: float = DEFAULT_RTOL) -> DeltaBounds:
-    """Certified bracket on delta(eps) of the composed pair (one direction)."""
+    """Certified bracket on delta(eps) of the composed pair (one direction).
+
+    Bounded work: past :data:`QUERY_WORK_LIMIT` (or :data:`QUERY_TIME_LIMIT`) the bracket is the
+    Chernoff bound (or, if even that is too costly, the total-variation / trivial bound) with
+    ``details["work_limit"] = True`` and a warning in ``details["warning"]``.
+    """
+    pld.start_query()
+    try:
+        res = _delta_bounds(pld, eps, rtol)
+        res.details["work"] = QUERY_WORK_LIMIT - pld._work_left
+        return res
+    except WorkLimitReached:
+        pass
+    finally:
+        pld.stop_query()
+    up = 1.0 if (pld.tv_bound is None or eps < 0.0) else pld.tv_bound
+    what = "total-variation" if up < 1.0 else "trivial"
+    pld.start_query(_FALLBACK_WORK, _FALLBACK_TIME)
+    try:
+        c = pld.saddle(eps)
+        log_ch = pld.chernoff_log_delta(c, eps) + pld.mgf_err
+        if log_ch < 0.0 and pld.p_inf + math.exp(log_ch) < up:
+            # (never 0: the Chernoff value may underflow while the true delta is positive)
+            up = max(min(1.0, (pld.p_inf + math.exp(log_ch)) * (1.0 + 8 * _U64)), _TINY)
+            what = "Chernoff"
+    except (WorkLimitReached, ValueError, ArithmeticError):
+        pass
+    finally:
+        pld.stop_query()
+    lo = min(max(_floor(eps), pld.p_inf), up)
+    return DeltaBounds(eps, up, lo, up, pld.direction,
+                       {"work_limit": True, "warning": _LIMIT_WARNING.format(what=what)})
+
+
+def _delta_bounds(pld: ComposedPLD, eps: float, rtol: float) -> DeltaBounds:
     if not pld.entries:
         f = _floor(eps)
         return DeltaBounds(eps, f, f, min(1.0, f * (1.0 + 8 * _U64)), pld.direction)
@@ -706,7 +786,35 @@ def delta_bounds(pld: ComposedPLD, eps: float, rtol: float = DEFAULT_RTOL) -> De
 
 
 def epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float = DEFAULT_RTOL) -> EpsilonBounds:
-    """Certified eps(delta) for one direction: smallest eps >= 0 with delta_upper(eps) <= delta."""
+    """Certified eps(delta) for one direction: smallest eps >= 0 with delta_upper(eps) <= delta.
+
+    Bounded work as :func:`delta_bounds`: past the limits the answer is the optimised Chernoff bound
+    (or ``inf`` when even that is too costly), with ``details["work_limit"] = True`` and a warning.
+    """
+    pld.start_query()
+    try:
+        res = _epsilon_bounds(pld, delta, rtol)
+        res.details["work"] = QUERY_WORK_LIMIT - pld._work_left
+        return res
+    except WorkLimitReached:
+        pass
+    finally:
+        pld.stop_query()
+    upper, what = math.inf, "trivial"
+    pld.start_query(_FALLBACK_WORK, _FALLBACK_TIME)
+    try:
+        hi, c_ch = _chernoff_eps_opt(pld, delta - pld.p_inf)
+        if math.isfinite(hi):
+            upper, what = max(0.0, (hi + pld.mgf_err / c_ch) * (1.0 + 8 * _U64)), "Chernoff"
+    except (WorkLimitReached, ValueError, ArithmeticError):
+        pass
+    finally:
+        pld.stop_query()
+    return EpsilonBounds(delta, upper, 0.0, upper, pld.direction,
+                         {"work_limit": True, "warning": _LIMIT_WARNING.format(what=what)})
+
+
+def _epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float) -> EpsilonBounds:
     if delta <= pld.p_inf:
         return EpsilonBounds(delta, math.inf, math.inf, math.inf, pld.direction,
                              {"reason": "delta <= infinite-loss mass"})

@@ -109,6 +109,13 @@ class Mechanism:
         """
         return 1.0
 
+    def envelope_cost(self, c: float) -> float:
+        """Cost of ``log_envelope_fn(c, ...)`` in the units of :meth:`mgf_cost` (default: 64 MGF calls).
+
+        The characteristic-function route meters its work per query with these hints (bounded work).
+        """
+        return 64.0 * self.mgf_cost(0.0)
+
     def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
         """log E_P[exp(s L); L finite] for complex s with 0 <= Re s < ``max_mgf_order``."""
         raise UnsupportedRoute(

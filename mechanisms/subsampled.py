@@ -166,11 +166,16 @@ class SubsampledGaussian(Mechanism):
         return 0.0 if self.sample_rate in (0.0, 1.0) else 2e-13
 
     def mgf_cost(self, t_max: float) -> float:
-        # x-grid of ~30/dx points, refined where the oscillation |t| mu exceeds 1/(2 dx)
-        return 30.0 / self._dx() + 30.0 * t_max * self.mu
+        # x-grid of ~30/dx points, refined where the oscillation |t| mu exceeds 1/(2 dx); for mu > 8 the
+        # range of x that matters also grows with mu (measured: 0.09 s per call at mu = 1000)
+        return (30.0 / self._dx()) * max(1.0, self.mu / 8.0) + 30.0 * t_max * self.mu
 
     def _dx(self) -> float:
         return min(0.125, 0.25 / self.mu)
+
+    def envelope_cost(self, c: float) -> float:
+        """The envelope's fine grid (step min(0.004, 0.04/mu)) is walked a few times: ~256 units/node."""
+        return 256.0 * 30.0 / min(0.004, 0.04 / self.mu) * max(1.0, self.mu / 8.0)
 
     def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
         check_direction(direction)
