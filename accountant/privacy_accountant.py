@@ -26,6 +26,9 @@ METHODS = routes.methods()
 # certified lower bound on the truth: no valid bound from another route can be smaller than that
 # lower bound, so the remaining routes could improve the answer by less than this fraction.
 AUTO_SKIP_RTOL = 1e-6
+# a route that deferred itself (its plan predicted a capped, wide answer) is run in full only if the
+# certified bracket of the routes after it is wider than this (relative)
+DEFER_RTOL = 1e-3
 # budget allowance search: from the RDP-certified count, at most this many doublings, then an exact
 # bisection (a few tight queries once, then O(1) checks); the RDP head start uses these orders
 _ALLOWANCE_DOUBLINGS = 16
@@ -297,16 +300,30 @@ class PrivacyAccountant:
             return method, run(self._route_by_name(method)), {}
         results: dict[str, Bracket] = {}
         skipped: list[str] = []
+        notes: list[str] = []
         lower = None
-        for route in routes.applicable(self._ledger):
-            if route.name in routes.AUTO_EXCLUDED:
-                continue
+        queue = [(r, False) for r in routes.applicable(self._ledger) if r.name not in routes.AUTO_EXCLUDED]
+        while queue:
+            route, was_deferred = queue.pop(0)
             if results and not compare and lower is not None:
                 best_val = min(r.upper for r in results.values())
-                if best_val - lower <= AUTO_SKIP_RTOL * abs(best_val):
+                gap = best_val - lower
+                tol = DEFER_RTOL if was_deferred else AUTO_SKIP_RTOL
+                if gap <= tol * abs(best_val):
                     skipped.append(route.name)
                     continue
-            r = results[route.name] = run(route)
+            # a route that predicts an expensive, wide answer gives way to the next one, and is run in
+            # full afterwards only if the answers so far are not within DEFER_RTOL
+            ctx.skip_if_capped = (not compare and not was_deferred
+                                  and any(getattr(r, "numerical", False) for r, _ in queue))
+            try:
+                r = results[route.name] = run(route)
+            except routes.RouteDeferred as exc:
+                notes.append(f"{route.name} deferred ({exc})")
+                queue.insert(min(1, len(queue)), (route, True))
+                continue
+            finally:
+                ctx.skip_if_capped = False
             if r.lower is not None:
                 lower = r.lower if lower is None else max(lower, r.lower)
         if not results:
@@ -315,6 +332,8 @@ class PrivacyAccountant:
         chosen = results[best]
         if skipped:
             chosen = chosen.with_details(skipped_routes=",".join(skipped))
+        if notes:
+            chosen = chosen.with_details(route_notes="; ".join(notes))
         chosen = chosen.with_lower(lower if lower is not None else chosen.lower)
         return best, chosen, {m: r.upper for m, r in results.items()}
 

@@ -40,6 +40,13 @@ class QueryContext:
 
     rtol: float
     cache: dict = field(default_factory=dict)
+    #: set by ``method="auto"`` when a later numerical route exists: a route whose plan predicts a
+    #: capped (slow and wide) answer may raise :class:`RouteDeferred` instead of running
+    skip_if_capped: bool = False
+
+
+class RouteDeferred(Exception):
+    """A route declined to run because its plan predicts a costly, wide answer (auto tries it later)."""
 
 
 @runtime_checkable
@@ -117,6 +124,7 @@ class CharacteristicFunctionRoute:
     (:mod:`conversions.contour`); the worst of the dominating-pair directions."""
 
     name = "cf"
+    numerical = True
 
     def applies(self, ledger: Ledger) -> bool:
         return ledger.pld_available
@@ -145,12 +153,22 @@ class CharacteristicFunctionRoute:
         return Bracket(worst.upper, lower, max(r.estimate for r in res), kind, det)
 
     def epsilon(self, ledger: Ledger, delta: float, ctx: QueryContext) -> Bracket:
-        return self._worst(ledger, [contour.epsilon_bounds(self._pld(ledger, d, ctx), delta, ctx.rtol)
-                                    for d in directions(ledger)])
+        try:
+            return self._worst(ledger, [
+                contour.epsilon_bounds(self._pld(ledger, d, ctx), delta, ctx.rtol,
+                                       skip_if_capped=ctx.skip_if_capped)
+                for d in directions(ledger)])
+        except contour.WouldBeCapped as exc:
+            raise RouteDeferred(str(exc)) from None
 
     def delta(self, ledger: Ledger, epsilon: float, ctx: QueryContext) -> Bracket:
-        return self._worst(ledger, [contour.delta_bounds(self._pld(ledger, d, ctx), epsilon, ctx.rtol)
-                                    for d in directions(ledger)])
+        try:
+            return self._worst(ledger, [
+                contour.delta_bounds(self._pld(ledger, d, ctx), epsilon, ctx.rtol,
+                                     skip_if_capped=ctx.skip_if_capped)
+                for d in directions(ledger)])
+        except contour.WouldBeCapped as exc:
+            raise RouteDeferred(str(exc)) from None
 
 
 class RDPRoute:

@@ -72,6 +72,17 @@ class WorkLimitReached(RuntimeError):
     """The per-query work or time limit of the characteristic-function route was reached."""
 
 
+class WouldBeCapped(RuntimeError):
+    """Raised with ``skip_if_capped=True`` when the planned contour would hit the work cap (a wide
+    bracket: near-atomic losses); the caller then prefers another route.  Costs only the plan."""
+
+
+def _check_plan(pld: ComposedPLD, plan: _Plan, skip_if_capped: bool) -> _Plan:
+    if skip_if_capped and pld.work(plan.u, plan.h) > WORK_BUDGET / 4:
+        raise WouldBeCapped(f"the contour needs more than the work cap ({plan.nodes} nodes planned)")
+    return plan
+
+
 def _log_kappa(x: float) -> float:
     return x * math.log(x) - (1.0 + x) * math.log1p(x)
 
@@ -723,16 +734,19 @@ _FALLBACK_WORK, _FALLBACK_TIME = 2.0e6, 0.5
 _TINY = 5e-324  # the smallest positive double
 
 
-def delta_bounds(pld: ComposedPLD, eps: float, rtol: float = DEFAULT_RTOL) -> DeltaBounds:
+def delta_bounds(pld: ComposedPLD, eps: float, rtol: float = DEFAULT_RTOL, *,
+                 skip_if_capped: bool = False) -> DeltaBounds:
     """Certified bracket on delta(eps) of the composed pair (one direction).
 
+    ``skip_if_capped=True`` raises :class:`WouldBeCapped` after planning (no grid evaluated) when the
+    contour would need more than the work cap (the router then prefers the discretised-PLD route).
     Bounded work: past :data:`QUERY_WORK_LIMIT` (or :data:`QUERY_TIME_LIMIT`) the bracket is the
     Chernoff bound (or, if even that is too costly, the total-variation / trivial bound) with
     ``details["work_limit"] = True`` and a warning in ``details["warning"]``.
     """
     pld.start_query()
     try:
-        res = _delta_bounds(pld, eps, rtol)
+        res = _delta_bounds(pld, eps, rtol, skip_if_capped)
         res.details["work"] = QUERY_WORK_LIMIT - pld._work_left
         return res
     except WorkLimitReached:
@@ -758,7 +772,7 @@ def delta_bounds(pld: ComposedPLD, eps: float, rtol: float = DEFAULT_RTOL) -> De
                        {"work_limit": True, "warning": _LIMIT_WARNING.format(what=what)})
 
 
-def _delta_bounds(pld: ComposedPLD, eps: float, rtol: float) -> DeltaBounds:
+def _delta_bounds(pld: ComposedPLD, eps: float, rtol: float, skip_if_capped: bool = False) -> DeltaBounds:
     if not pld.entries:
         f = _floor(eps)
         return DeltaBounds(eps, f, f, min(1.0, f * (1.0 + 8 * _U64)), pld.direction)
@@ -767,8 +781,8 @@ def _delta_bounds(pld: ComposedPLD, eps: float, rtol: float) -> DeltaBounds:
         return DeltaBounds(eps, est, max(lo, _floor(eps)), up, pld.direction, {"exact": True})
     c = pld.saddle(eps)
     log_target = pld.chernoff_log_delta(c, eps) + math.log(rtol) - math.log(1e3)
-    for _ in range(4):
-        grid = _Grid(pld, _best_plan(pld, eps, log_target))
+    for i in range(4):
+        grid = _Grid(pld, _check_plan(pld, _best_plan(pld, eps, log_target), skip_if_capped and i == 0))
         est, lo, up, det = _combine(pld, grid, eps)
         capped = pld.work(grid.u_trunc, grid.h) > WORK_BUDGET / 2
         if up - lo <= rtol * max(est, 1e-300) or est <= 0.0 or capped:
@@ -785,15 +799,17 @@ def _delta_bounds(pld: ComposedPLD, eps: float, rtol: float) -> DeltaBounds:
     return DeltaBounds(eps, min(max(est, lo), up), lo, up, pld.direction, det)
 
 
-def epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float = DEFAULT_RTOL) -> EpsilonBounds:
+def epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float = DEFAULT_RTOL, *,
+                   skip_if_capped: bool = False) -> EpsilonBounds:
     """Certified eps(delta) for one direction: smallest eps >= 0 with delta_upper(eps) <= delta.
 
-    Bounded work as :func:`delta_bounds`: past the limits the answer is the optimised Chernoff bound
-    (or ``inf`` when even that is too costly), with ``details["work_limit"] = True`` and a warning.
+    ``skip_if_capped`` and bounded work as :func:`delta_bounds`: past the limits the answer is the
+    optimised Chernoff bound (or ``inf`` when even that is too costly), with ``details["work_limit"]``
+    and a warning.
     """
     pld.start_query()
     try:
-        res = _epsilon_bounds(pld, delta, rtol)
+        res = _epsilon_bounds(pld, delta, rtol, skip_if_capped)
         res.details["work"] = QUERY_WORK_LIMIT - pld._work_left
         return res
     except WorkLimitReached:
@@ -814,7 +830,8 @@ def epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float = DEFAULT_RTOL) -
                          {"work_limit": True, "warning": _LIMIT_WARNING.format(what=what)})
 
 
-def _epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float) -> EpsilonBounds:
+def _epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float,
+                    skip_if_capped: bool = False) -> EpsilonBounds:
     if delta <= pld.p_inf:
         return EpsilonBounds(delta, math.inf, math.inf, math.inf, pld.direction,
                              {"reason": "delta <= infinite-loss mass"})
@@ -842,9 +859,9 @@ def _epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float) -> EpsilonBound
     eps_ref = hi
     details: dict = {}
     result = None
-    for _ in range(3):
-        grid = _Grid(pld, _best_plan(pld, eps_ref, math.log(delta) + math.log(rtol) - math.log(8.0),
-                                     c_hint=c_ch))
+    for i in range(3):
+        plan = _best_plan(pld, eps_ref, math.log(delta) + math.log(rtol) - math.log(8.0), c_hint=c_ch)
+        grid = _Grid(pld, _check_plan(pld, plan, skip_if_capped and i == 0))
 
         comb = _memo(lambda e, _g=grid: _combine(pld, _g, e))
 
