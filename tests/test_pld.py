@@ -1,0 +1,401 @@
+"""Discretised-PLD route (conversions.pld) and the ``pld_cell_masses`` hook, against independent references.
+
+References: mpmath closed forms (Gaussian profile, normal CDFs of the inverse-image cells), exact
+enumeration (randomized response, (eps, delta) blocks), the exact k-fold Laplace profile of
+``tests.reference``, and mpmath quadrature for the subsampled Gaussian (one and two steps).
+"""
+
+from __future__ import annotations
+
+import math
+
+import mpmath as mp
+import numpy as np
+import pytest
+
+from conversions import pld
+from mechanisms.gaussian import Gaussian
+from mechanisms.laplace import Laplace
+from mechanisms.randomized_response import ApproxDP, PureDP, RandomizedResponse
+from mechanisms.subsampled import PoissonSubsampled, SubsampledGaussian
+from tests import reference as R
+
+# ----------------------------------------------------------------------------- mpmath helpers
+
+
+def _ncdf_diff(a, b):
+    """P(a < Z <= b) for Z ~ N(0, 1) in mpmath, on the accurate side (no cancellation in tails)."""
+    if a >= 0:
+        return mp.ncdf(-a) - mp.ncdf(-b)
+    return mp.ncdf(b) - mp.ncdf(a)
+
+
+def _sg_ref_cells(edges, q, sigma, sens, direction):
+    """Cells of the subsampled-Gaussian loss by mpmath: inverse image of each cell in x, normal CDFs."""
+    mu = mp.mpf(sens) / mp.mpf(sigma)
+    q = mp.mpf(q)
+
+    def xinv(l):  # l(x) = log(1 - q + q exp(mu x - mu^2/2)) = l
+        v = (mp.exp(mp.mpf(l)) - (1 - q)) / q
+        return -mp.inf if v <= 0 else (mp.log(v) + mu**2 / 2) / mu
+
+    out = []
+    if direction == "remove":
+        xs = [-mp.inf] + [xinv(e) for e in edges] + [mp.inf]
+        for a, b in zip(xs[:-1], xs[1:], strict=True):
+            out.append((1 - q) * _ncdf_diff(a, b) + q * _ncdf_diff(a - mu, b - mu))
+    else:  # L = -l(x), x ~ N(0, 1): L in (e_{i-1}, e_i]  <=>  x in [x(-e_i), x(-e_{i-1}))
+        xs = [mp.inf] + [xinv(-e) for e in edges] + [-mp.inf]
+        for a, b in zip(xs[:-1], xs[1:], strict=True):
+            out.append(_ncdf_diff(b, a))
+    return out
+
+
+def _check_cells(m, err, ref):
+    m = np.asarray(m)
+    err = np.broadcast_to(np.asarray(err, dtype=float), m.shape) if np.ndim(err) else None
+    tot_dev = mp.mpf(0)
+    for i, (a, b) in enumerate(zip(m, ref, strict=True)):
+        dev = abs(mp.mpf(float(a)) - b)
+        tot_dev += dev
+        if err is not None:
+            assert dev <= err[i], (i, float(a), float(b), float(err[i]))
+            # the error bounds are honest but not absurd: relative 1e-9 or the subnormal floor
+            assert err[i] <= 1e-9 * float(b) + 1e-299, (i, float(err[i]), float(b))
+    return tot_dev
+
+
+# ----------------------------------------------------------------------------- cell masses
+
+
+@pytest.mark.parametrize("q,sigma,sens", [(0.01, 1.1, 1.0), (0.001, 0.5, 1.0), (0.3, 2.0, 3.0),
+                                          (0.9, 0.7, 1.0)])
+@pytest.mark.parametrize("direction", ["remove", "add"])
+def test_subsampled_gaussian_cells_match_mpmath(q, sigma, sens, direction):
+    mp.mp.dps = 80
+    m = SubsampledGaussian(sigma, q, sens)
+    fine = np.linspace(-0.02, 0.02, 41)  # the near-atomic band around log(1 - q) / -log(1 - q)
+    wide = np.linspace(0.02, 12.0, 25)[1:]  # up to tails ~1e-40 and below
+    edges = np.concatenate([fine, wide]) if direction == "remove" else np.concatenate([-wide[::-1], fine])
+    masses, err = m.pld_cell_masses(edges, direction)
+    assert masses.shape == (edges.size + 1,)
+    ref = _sg_ref_cells(edges, q, sigma, sens, direction)
+    _check_cells(masses, err, ref)
+    assert abs(masses.sum() - 1.0) < 1e-13
+
+
+def test_subsampled_gaussian_cells_edge_cases():
+    edges = np.array([-0.5, 0.0, 0.25, 1.0])
+    m0, e0 = SubsampledGaussian(1.0, 0.0).pld_cell_masses(edges)  # L = 0 a.s.: the atom sits on an edge
+    assert m0.tolist() == [0.0, 1.0, 0.0, 0.0, 0.0] and np.all(np.asarray(e0) <= 1e-15)
+    # q = 1 is the Gaussian mechanism
+    m1, _ = SubsampledGaussian(0.8, 1.0, 2.0).pld_cell_masses(edges, "add")
+    mg, _ = Gaussian(0.8, 2.0).pld_cell_masses(edges)
+    assert np.allclose(m1, mg, rtol=1e-14, atol=0)
+    # every mass below the lower end of the remove loss log(1 - q) is zero
+    m2, _ = SubsampledGaussian(1.0, 0.1).pld_cell_masses(np.array([-0.2, math.log1p(-0.1)]))
+    assert m2[0] == 0.0 and m2[1] == 0.0 and m2[2] == 1.0
+
+
+def test_gaussian_cells_match_mpmath_including_tiny_tails():
+    mp.mp.dps = 60
+    g = Gaussian(1.3, 0.7)
+    mu = mp.mpf(0.7) / mp.mpf(1.3)
+    edges = np.linspace(-12.0, 12.0, 241)  # z up to ~22: masses down to ~1e-108
+    m, err = g.pld_cell_masses(edges)
+    zs = [-mp.inf] + [(mp.mpf(float(e)) - mu**2 / 2) / mu for e in edges] + [mp.inf]
+    ref = [_ncdf_diff(a, b) for a, b in zip(zs[:-1], zs[1:], strict=True)]
+    _check_cells(m, err, ref)
+    assert min(float(r) for r in ref) < 1e-100
+
+
+def test_laplace_cells_match_quadrature_and_atoms():
+    mp.mp.dps = 40
+    a = 0.8  # sensitivity / scale
+    lap = Laplace(1.25, 1.0)
+    edges = np.array([-1.0, -0.8, -0.3, 0.0, 0.1, 0.79, 0.8, 2.0])  # atoms at -0.8 and 0.8 sit on edges
+    m, err = lap.pld_cell_masses(edges)
+
+    def dens(l):
+        return mp.exp((l - a) / 2) / 4
+
+    A = mp.mpf(a)
+    ref = []
+    ext = [-mp.inf] + [mp.mpf(float(e)) for e in edges] + [mp.inf]
+    for lo, hi in zip(ext[:-1], ext[1:], strict=True):
+        c_lo, c_hi = max(lo, -A), min(hi, A)
+        v = mp.quad(dens, [c_lo, c_hi]) if c_hi > c_lo else mp.mpf(0)
+        if lo < -A <= hi:
+            v += mp.exp(-A) / 2
+        if lo < A <= hi:
+            v += mp.mpf(1) / 2
+        ref.append(v)
+    _check_cells(m, err, ref)
+    assert m[1] > mp.exp(-A) / 2 * 0.999  # the atom -a (on an edge) is in (-1, -0.8]
+    assert m[6] > 0.5  # the atom a = 0.8 (on an edge) is in (0.79, 0.8]
+    assert abs(m.sum() - 1.0) < 1e-14
+
+
+@pytest.mark.parametrize("mech,atoms", [
+    (RandomizedResponse(1.0, 3), [(1.0, math.e / (math.e + 2)), (-1.0, 1 / (math.e + 2)), (0.0, 1 / (math.e + 2))]),
+    (PureDP(0.5), [(0.5, 1 / (1 + math.exp(-0.5))), (-0.5, 1 / (1 + math.exp(0.5)))]),
+    (ApproxDP(0.5, 1e-3), [(0.5, (1 - 1e-3) / (1 + math.exp(-0.5))), (-0.5, (1 - 1e-3) / (1 + math.exp(0.5)))]),
+])
+def test_atomic_cells_exact(mech, atoms):
+    edges = np.array([-0.5, 0.0, 0.2, 0.5])
+    m, err = mech.pld_cell_masses(edges)
+    ref = np.zeros(5)
+    for loss, w in atoms:
+        ref[int(np.searchsorted(edges, loss, side="left"))] += w  # on an edge: the cell below
+    assert np.allclose(m, ref, rtol=1e-15, atol=0)
+    assert abs(m.sum() - (1 - mech.infinite_loss_mass)) < 1e-15
+
+
+def test_cells_bad_input_and_unavailable():
+    g = Gaussian(1.0)
+    with pytest.raises(ValueError, match="sorted"):
+        g.pld_cell_masses(np.array([1.0, 0.0]))
+    with pytest.raises(ValueError, match="length"):
+        g.pld_cell_masses(np.array([]))
+    with pytest.raises(ValueError, match="finite"):
+        g.pld_cell_masses(np.array([0.0, np.inf]))
+    with pytest.raises(ValueError, match="direction"):
+        g.pld_cell_masses(np.array([0.0]), "both")
+    assert PoissonSubsampled(Gaussian(1.0), 0.1).pld_cell_masses(np.array([0.0])) is None
+
+
+# ----------------------------------------------------------------------------- route: Gaussian
+
+
+@pytest.mark.parametrize("sigma,k,eps", [(1.0, 1, 0.5), (2.0, 1, 3.0), (0.7, 1, 4.0), (3.0, 10, 1.0),
+                                         (5.0, 100, 1.5), (20.0, 1000, 1.0), (1.0, 4, 8.0)])
+def test_gaussian_delta_bracket_contains_closed_form(sigma, k, eps):
+    b = pld.pld_delta_bounds([(Gaussian(sigma), k)], eps)
+    ref = R.gaussian_delta(eps, math.sqrt(k) / sigma)
+    assert b.lower <= ref <= b.upper, (b.lower, ref, b.upper)
+    # width T Delta in loss: large T needs more points than the cap (the contour route's regime)
+    assert b.upper - b.lower <= (5e-2 if b.details["capped"] else 2e-3) * ref, (b.lower, ref, b.upper)
+
+
+@pytest.mark.parametrize("sigma,k,delta", [(1.0, 1, 1e-5), (2.0, 10, 1e-10), (0.8, 1, 1e-12),
+                                           (10.0, 1000, 1e-6), (4.0, 3, 1e-12)])
+def test_gaussian_epsilon_bracket_contains_closed_form(sigma, k, delta):
+    b = pld.pld_epsilon_bounds([(Gaussian(sigma), k)], delta)
+    ref = R.gaussian_epsilon(delta, math.sqrt(k) / sigma)
+    assert b.lower <= ref <= b.upper, (b.lower, ref, b.upper)
+    tol = 5e-2 if b.details["capped"] else 1e-3
+    assert b.upper - b.lower <= max(tol * b.upper, 1e-4) * 1.001, (b.lower, b.upper, b.details)
+
+
+def test_gaussian_mixed_ledger_is_one_gaussian():
+    # N(0, 2^2) once and N(0, 4^2) five times: mu^2 = 1/4 + 5/16
+    ents = [(Gaussian(2.0), 1), (Gaussian(4.0), 5)]
+    mu = math.sqrt(0.25 + 5 / 16)
+    for eps in (0.3, 2.0):
+        b = pld.pld_delta_bounds(ents, eps)
+        ref = R.gaussian_delta(eps, mu)
+        assert b.lower <= ref <= b.upper
+        assert b.upper - b.lower <= 2e-3 * ref
+
+
+# ----------------------------------------------------------------------------- route: lattices, Laplace
+
+
+@pytest.mark.parametrize("eps0,k,eps", [(0.5, 1, 0.2), (0.5, 7, 1.2), (0.1, 50, 0.35), (1.0, 20, 3.0)])
+def test_randomized_response_bracket_contains_enumeration(eps0, k, eps):
+    ref = R.rr_delta_enumerate(eps, eps0, k)
+    for mech in (RandomizedResponse(eps0), PureDP(eps0)):
+        b = pld.pld_delta_bounds([(mech, k)], eps)
+        assert b.lower <= ref <= b.upper, (b.lower, ref, b.upper)
+
+
+def test_approx_dp_bracket_contains_kov():
+    for eps0, d0, k, eps in [(0.3, 1e-6, 10, 2.0), (1.0, 1e-4, 3, 1.5)]:
+        ref = R.kov_delta(eps, eps0, d0, k)
+        b = pld.pld_delta_bounds([(ApproxDP(eps0, d0), k)], eps)
+        assert b.lower <= ref <= b.upper, (b.lower, ref, b.upper)
+        e = pld.pld_epsilon_bounds([(ApproxDP(eps0, d0), k)], 2 * ref)
+        assert R.kov_delta(e.upper, eps0, d0, k) <= 2 * ref
+
+
+@pytest.mark.parametrize("scale,eps", [(1.0, 0.3), (0.5, 1.0), (2.0, 0.0)])
+def test_laplace_one_use_closed_form(scale, eps):
+    # delta = 1 - e^{(eps - a)/2} on [0, a] (spec 02), checked by mpmath quadrature of the loss measure
+    a = 1.0 / scale
+    ref = R.laplace_delta_single(eps, scale)
+    quad = mp.mpf(0.5) * (1 - mp.exp(eps - a)) + mp.quad(
+        lambda l: (1 - mp.exp(eps - l)) * mp.exp((l - a) / 2) / 4, [eps, a])
+    assert abs(quad - ref) < 1e-15
+    b = pld.pld_delta_bounds([(Laplace(scale), 1)], eps)
+    assert b.lower <= ref <= b.upper and b.upper - b.lower <= 2e-3 * ref
+
+
+def test_laplace_composed_exact_profile():
+    ref = R.laplace_delta(2.0, 1.0, 5)
+    b = pld.pld_delta_bounds([(Laplace(1.0), 5)], 2.0)
+    assert b.lower <= ref <= b.upper and b.upper - b.lower <= 2e-3 * ref
+
+
+# ----------------------------------------------------------------------------- route: subsampled Gaussian
+
+
+def _sg_delta2(eps, q, sigma, direction):
+    """Two-step profile: delta_2(eps) = E_{x1 ~ P}[delta_1(eps - L(x1))] by mpmath quadrature in x1,
+    with the exact one-step profile delta_1 of tests.reference (both directions)."""
+    mp.mp.dps = 20
+    s2 = mp.mpf(sigma) ** 2
+    qq = mp.mpf(q)
+
+    def ell(x):
+        return mp.log(1 - qq + qq * mp.exp((2 * x - 1) / (2 * s2)))
+
+    def d1(e):
+        return R.subsampled_gaussian_delta_single(e, q, sigma, direction, dps=20, as_mpf=True)
+
+    def npdf(x, m=0):
+        return mp.npdf(x, m, mp.sqrt(s2))
+
+    if direction == "remove":
+        def f(x):
+            return ((1 - qq) * npdf(x) + qq * npdf(x, 1)) * d1(eps - ell(x))
+    else:
+        def f(x):
+            return npdf(x) * d1(eps + ell(x))
+    pts = [-mp.inf, -10 * mp.sqrt(s2), -2, 0, 0.5, 1, 2, 4, 10 * mp.sqrt(s2) + 1, mp.inf]
+    return mp.quad(f, pts)
+
+
+@pytest.mark.parametrize("direction,q,sigma,eps", [
+    ("remove", 0.01, 1.1, 0.1), ("remove", 0.2, 0.8, 1.0), ("remove", 0.001, 0.5, 1.5),
+    # the add loss is below -log(1 - q): eps inside its support
+    ("add", 0.01, 1.1, 0.005), ("add", 0.2, 0.8, 0.1), ("add", 0.001, 0.5, 0.0005), ("add", 0.5, 1.0, 0.3)])
+def test_subsampled_gaussian_one_step(direction, q, sigma, eps):
+    ref = R.subsampled_gaussian_delta_single(eps, q, sigma, direction)
+    b = pld.pld_delta_bounds([(SubsampledGaussian(sigma, q), 1)], eps, direction)
+    assert b.lower <= ref <= b.upper, (b.lower, ref, b.upper)
+    assert b.upper - b.lower <= 2e-3 * ref, (b.lower, ref, b.upper)
+
+
+def test_subsampled_gaussian_sensitivity_scales_sigma():
+    ref = R.subsampled_gaussian_delta_single(0.5, 0.05, 0.6)  # sigma / sensitivity = 0.6
+    b = pld.pld_delta_bounds([(SubsampledGaussian(1.8, 0.05, 3.0), 1)], 0.5)
+    assert b.lower <= ref <= b.upper
+
+
+@pytest.mark.parametrize("direction", ["remove", "add"])
+def test_subsampled_gaussian_two_steps_quadrature(direction):
+    q, sigma = 0.05, 0.9
+    eps = 0.4 if direction == "remove" else 0.05
+    ref = _sg_delta2(eps, q, sigma, direction)
+    assert ref > 1e-8
+    b = pld.pld_delta_bounds([(SubsampledGaussian(sigma, q), 2)], eps, direction)
+    assert b.lower <= ref <= b.upper, (b.lower, ref, b.upper)
+    assert b.upper - b.lower <= 2e-3 * ref
+
+
+def _eps_single(delta, q, sigma):
+    """eps(delta) of one subsampled-Gaussian step (remove) by mpmath bisection on the exact profile."""
+    lo, hi = mp.mpf(0), mp.mpf(5)
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        if R.subsampled_gaussian_delta_single(mid, q, sigma, "remove", dps=30, as_mpf=True) > delta:
+            lo = mid
+        else:
+            hi = mid
+    return float((lo + hi) / 2)
+
+
+# (q, sigma, T, reference eps at delta = 1e-5, add/remove max = remove); spec 08 section 1 table
+# (6 digits; the T = 1 row is recomputed exactly here)
+TABLE = [(0.01, 1.1, 1, None), (0.01, 1.1, 10, 0.271736), (0.001, 1.0, 100, 0.055165),
+         (0.001, 0.5, 100, 2.108645)]
+
+
+@pytest.mark.parametrize("q,sigma,T,ref", TABLE)
+def test_near_atomic_table(q, sigma, T, ref):
+    if ref is None:
+        ref = _eps_single(1e-5, q, sigma)
+        assert abs(ref - 0.142291) < 1e-6
+        tol = 1e-12
+    else:
+        tol = 1e-6  # the table's rounding
+    up = pld.pld_epsilon_bounds([(SubsampledGaussian(sigma, q), T)], 1e-5, "remove")
+    add = pld.pld_epsilon_bounds([(SubsampledGaussian(sigma, q), T)], 1e-5, "add")
+    assert add.upper < up.lower  # remove dominates add for the Gaussian
+    assert up.lower - tol <= ref <= up.upper + tol, (up.lower, ref, up.upper)
+    width = up.upper - up.lower
+    if up.details["capped"]:
+        assert width <= 1e-2 * up.upper
+    else:
+        assert width <= max(1e-3 * up.upper, 1e-4) * 1.001, (up.lower, up.upper, up.details)
+
+
+def test_certified_eps_consistent_in_T():
+    m = SubsampledGaussian(1.1, 0.01)
+    lowers, uppers = [], []
+    for t in range(1, 21):
+        b = pld.pld_epsilon_bounds([(m, t)], 1e-5, rtol=3e-3)
+        lowers.append(b.lower)
+        uppers.append(b.upper)
+    # the true eps is non-decreasing in T: every certified upper bound is above all earlier lower bounds
+    run_max = np.maximum.accumulate(lowers)
+    assert np.all(run_max <= np.array(uppers))
+    # and the certified values themselves increase here (the brackets are far narrower than the steps)
+    assert np.all(np.diff(uppers) > 0) and np.all(np.diff(lowers) > 0)
+
+
+def test_tiny_deltas_keep_relative_accuracy():
+    g = Gaussian(3.0)
+    for eps in (8.0, 12.0):
+        ref = R.gaussian_delta(eps, 1 / 3.0 * math.sqrt(5))
+        b = pld.pld_delta_bounds([(g, 5)], eps)
+        assert ref < 1e-6
+        assert b.lower <= ref <= b.upper and b.upper - b.lower <= 2e-3 * ref
+
+
+# ----------------------------------------------------------------------------- API, bad input, cost
+
+
+def test_bad_input():
+    g = [(Gaussian(1.0), 1)]
+    with pytest.raises(ValueError, match="delta"):
+        pld.pld_epsilon_bounds(g, 0.0)
+    with pytest.raises(ValueError, match="delta"):
+        pld.pld_epsilon_bounds(g, 1.5)
+    with pytest.raises(ValueError, match="eps"):
+        pld.pld_delta_bounds(g, math.nan)
+    with pytest.raises(ValueError, match="rtol"):
+        pld.pld_delta_bounds(g, 1.0, rtol=0.0)
+    with pytest.raises(ValueError, match="max_points"):
+        pld.pld_delta_bounds(g, 1.0, max_points=10)
+    with pytest.raises(ValueError, match="direction"):
+        pld.pld_delta_bounds(g, 1.0, "sideways")
+    with pytest.raises(ValueError, match="count"):
+        pld.pld_delta_bounds([(Gaussian(1.0), -1)], 1.0)
+    with pytest.raises(TypeError):
+        pld.pld_delta_bounds([("gaussian", 1)], 1.0)
+    with pytest.raises(ValueError, match="pld_cell_masses"):
+        pld.pld_delta_bounds([(PoissonSubsampled(Gaussian(1.0), 0.1), 1)], 1.0)
+
+
+def test_applicable_and_cost():
+    assert pld.pld_applicable([(SubsampledGaussian(1.0, 0.01), 10), (Gaussian(2.0), 3)])
+    assert not pld.pld_applicable([(PoissonSubsampled(Gaussian(1.0), 0.1), 1)])
+    assert not pld.pld_applicable([])
+    few = pld.pld_cost([(SubsampledGaussian(1.1, 0.01), 10)])
+    many = pld.pld_cost([(SubsampledGaussian(1.1, 0.01), 1000)])
+    assert 0 < few < many < math.inf
+    assert pld.pld_cost([(PoissonSubsampled(Gaussian(1.0), 0.1), 1)]) == math.inf
+
+
+def test_capped_query_is_wider_but_certified():
+    m = SubsampledGaussian(1.1, 0.01)
+    b = pld.pld_epsilon_bounds([(m, 10)], 1e-5, max_points=1 << 12)
+    assert b.details["capped"]
+    assert b.lower <= 0.271736 + 1e-6 and b.upper >= 0.271736 - 1e-6
+
+
+def test_empty_ledger():
+    assert pld.pld_epsilon_bounds([], 1e-5).upper == 0.0
+    b = pld.pld_delta_bounds([], 0.5)
+    assert b.lower == b.upper == 0.0
