@@ -137,9 +137,11 @@ def test_laplace_cells_match_quadrature_and_atoms():
 
 
 @pytest.mark.parametrize("mech,atoms", [
-    (RandomizedResponse(1.0, 3), [(1.0, math.e / (math.e + 2)), (-1.0, 1 / (math.e + 2)), (0.0, 1 / (math.e + 2))]),
+    (RandomizedResponse(1.0, 3),
+     [(1.0, math.e / (math.e + 2)), (-1.0, 1 / (math.e + 2)), (0.0, 1 / (math.e + 2))]),
     (PureDP(0.5), [(0.5, 1 / (1 + math.exp(-0.5))), (-0.5, 1 / (1 + math.exp(0.5)))]),
-    (ApproxDP(0.5, 1e-3), [(0.5, (1 - 1e-3) / (1 + math.exp(-0.5))), (-0.5, (1 - 1e-3) / (1 + math.exp(0.5)))]),
+    (ApproxDP(0.5, 1e-3),
+     [(0.5, (1 - 1e-3) / (1 + math.exp(-0.5))), (-0.5, (1 - 1e-3) / (1 + math.exp(0.5)))]),
 ])
 def test_atomic_cells_exact(mech, atoms):
     edges = np.array([-0.5, 0.0, 0.2, 0.5])
