@@ -41,8 +41,8 @@ folded modulo N onto the window [A, A + N).  Error terms (all added on the safe 
   with eta = mu + gamma_4 (sqrt 2 + mu) ~ 7.7 u for radix 2 and accurate twiddles (mu <= 2u); we take
   8 u per stage, +4 stages for the real-input pre/post-processing and mixed radices, and a factor 2.
   Each |x_hat| <= S_j, so |(x_hat + e)^k - x_hat^k| <= k |e| (S_j + 2E)^{k-1} (E = ||e||_2 >= |e|), the
-  power exp(k log z) is rounded by <= |z|^k (k u (2 |log|z|| + 12) + 4u) (x1.01), the products across
-  entries by 2 J u; the inverse transform adds c_N ||Z||_2 / sqrt N and Parseval turns
+  power (binary powering, ``_cpow``) is rounded by <= |z^k| ((1 + sqrt5 u)^{k-1} - 1) (x1.01), the
+  products across entries by 2 J u; the inverse transform adds c_N ||Z||_2 / sqrt N and Parseval turns
   the 2-norm error of the spectrum into sum_j |err_j| <= sqrt(N) ||err||_2 / sqrt(N) per output.
 * the final sums: exp of the untilt exponent (relative u (|K| + 2 theta |s| Delta + 4)) and the
   cumulative sums (gamma_N of the sum of moduli).
@@ -230,6 +230,20 @@ def _log_mgf_blocks(blocks, t: float) -> float:
         return _lse(np.log(bm) + t * y) + 1e-12
 
 
+def _kt_grid(blocks_list, ks, logms, cs: np.ndarray) -> np.ndarray:
+    """sum_j k_j (log M_j(c) - logm_j) for every c in cs, upper bounds from the blocks (vectorised
+    ``_log_mgf_blocks``: top edge for c >= 0, bottom edge for c < 0)."""
+    out = np.zeros(cs.size)
+    for (bm, ylo, yhi), k, lm in zip(blocks_list, ks, logms, strict=True):
+        keep = bm > 0
+        lb = np.log(bm[keep])
+        y = np.where(cs[:, None] >= 0, yhi[keep][None, :], ylo[keep][None, :])
+        z = lb[None, :] + cs[:, None] * y
+        mx = np.max(z, axis=1)
+        out += k * (mx + np.log(np.sum(np.exp(z - mx[:, None]), axis=1)) + 1e-12 - lm)
+    return out
+
+
 def _tilt_moments(blocks_list, ks, theta: float) -> tuple[float, float]:
     """Mean and variance of the theta-tilted composed sum (block midpoints: only to choose a window)."""
     mean = var = 0.0
@@ -240,9 +254,9 @@ def _tilt_moments(blocks_list, ks, theta: float) -> tuple[float, float]:
         lw -= np.max(lw)
         w = np.exp(lw)
         w /= w.sum()
-        mu = float(np.dot(w, y))
+        mu = float(np.sum(w * y))
         mean += k * mu
-        var += k * (float(np.dot(w, (y - mu) ** 2)) + ((yhi[0] - ylo[0]) + 1e-300) ** 2 / 12)
+        var += k * (float(np.sum(w * (y - mu) ** 2)) + ((yhi[0] - ylo[0]) + 1e-300) ** 2 / 12)
     return mean, var
 
 
@@ -301,6 +315,26 @@ def _plan(entries, direction: str, width: float, ranges, max_points: int) -> _Pl
 
 
 # ----------------------------------------------------------------------------------------- composition
+def _cpow(z: np.ndarray, k: int) -> np.ndarray:
+    """z^k elementwise by binary powering (right to left).
+
+    Each complex product is rounded with relative error <= sqrt5 u (Brent, Percival & Zimmermann
+    2007).  The square z^{2^j} carries (1 + sqrt5 u)^{2^j - 1}, and the result multiplies the squares of
+    the set bits of k with one product each, so the total relative error is <= (1 + sqrt5 u)^{k-1} - 1
+    (the exponents add up to sum over set bits of (2^j - 1) + (#bits - 1) = k - 1).
+    """
+    result = None
+    base = z
+    while True:
+        if k & 1:
+            result = base.copy() if result is None else result * base
+        k >>= 1
+        if not k:
+            return result
+        base = base * base
+
+
+
 @dataclass(frozen=True)
 class _Composed:
     step: float
@@ -323,7 +357,7 @@ class _Composed:
 
 
 def _compose(plan: _Plan, theta: float, max_points: int, tol_junk: float, a_loss: float,
-             log_delta_ref: float, regrid: bool = False) -> _Composed | int:
+             log_delta_ref: float, regrid: bool = False, plan_only: bool = False):
     step = plan.step
     steps = plan.steps
     ks = [st.k for st in steps]
@@ -346,7 +380,7 @@ def _compose(plan: _Plan, theta: float, max_points: int, tol_junk: float, a_loss
                     terr = math.inf
             else:
                 terr = float(np.sum(np.exp(np.log(st.err) + arg)))
-        tau = 1.01 * (terr + float(np.dot(x, rho)))
+        tau = 1.01 * (terr + float(np.sum(x * rho)))
         s = float(np.sum(x)) * (1 + st.n * U)
         xs.append(x)
         logms.append(logm)
@@ -362,14 +396,9 @@ def _compose(plan: _Plan, theta: float, max_points: int, tol_junk: float, a_loss
     base = sum(st.k * st.lo for st in steps)  # lattice index of relative position 0
     span_tot = sum(st.k * (st.n - 1) for st in steps) + 1
 
-    def kt(t: float) -> float:
-        """Upper bound on log sum nu e^{t S} (S in loss units), from the 64-cell blocks."""
-        return sum(k * (_log_mgf_blocks(bl, theta + t) - lm)
-                   for k, bl, lm in zip(ks, blocks_list, logms, strict=True))
-
     t_grid = np.geomspace(1e-3, 1e6, 46)
-    kt_up = [kt(float(t)) for t in t_grid]
-    kt_dn = [kt(-float(t)) for t in t_grid]
+    kt_up = list(_kt_grid(blocks_list, ks, logms, theta + t_grid))
+    kt_dn = list(_kt_grid(blocks_list, ks, logms, theta - t_grid))
 
     def log_tail(b_rel: float, upper: bool) -> float:
         """log of a Chernoff bound on nu(S_rel >= b_rel) (upper) or nu(S_rel < b_rel) (lower),
@@ -400,6 +429,8 @@ def _compose(plan: _Plan, theta: float, max_points: int, tol_junk: float, a_loss
         a_rel, need = 0, int(n1)
     else:
         a_rel, need = int(a_want), int(n2)
+    if plan_only:
+        return need, log_c
     capped = plan.capped
     if need > max_points:
         if regrid:
@@ -427,21 +458,14 @@ def _compose(plan: _Plan, theta: float, max_points: int, tol_junk: float, a_loss
             folded = np.zeros(n)
             folded[:st.n] = x
         xh = sfft.rfft(folded)
-        norm2 = float(np.sqrt(np.dot(folded, folded)))
+        norm2 = math.sqrt(float(np.sum(folded * folded)))
         e_in = c_n * math.sqrt(n) * norm2  # ||err of xh||_2 (full spectrum) >= max |err|
         k = st.k
-        if k == 1:
-            pw = xh
-            r_pow = np.zeros(1)
-        else:
-            with np.errstate(divide="ignore", under="ignore", invalid="ignore"):
-                lz = np.log(xh)  # log|z| + i arg z
-                pw = np.exp(k * lz)
-            pw[~np.isfinite(lz)] = 0.0
-            lz_re = np.where(np.isfinite(lz.real), np.abs(lz.real), 0.0)
-            # rounding of exp(k log z): |z|^k (k u (2|log|z|| + 2|arg z| + 12) + 4u), x 1.01
-            r_pow = 1.01 * np.abs(pw) * (k * U * (2.0 * lz_re + 2.0 * np.abs(lz.imag) + 12.0) + 4.0 * U)
-        r_pow_2 = math.sqrt(2.0) * float(np.sqrt(np.dot(r_pow, r_pow)))  # full spectrum
+        pw = _cpow(xh, k)
+        # binary powering: relative error <= (1 + sqrt5 u)^{k-1} - 1 (module docstring), + underflow
+        rel_pow = math.expm1((k - 1) * math.log1p(math.sqrt(5.0) * U)) * 1.01
+        pw_norm = math.sqrt(float(np.sum(pw.real**2 + pw.imag**2)))
+        r_pow_2 = math.sqrt(2.0) * (rel_pow * pw_norm + math.sqrt(n) * 1e-300)
         prop = k * e_in * (s + 2.0 * e_in) ** (k - 1) if k > 1 else e_in
         bound_mod = (s + 2.0 * e_in) ** k
         err_terms.append((prop + r_pow_2, bound_mod))
@@ -451,7 +475,7 @@ def _compose(plan: _Plan, theta: float, max_points: int, tol_junk: float, a_loss
     tot_prod = math.prod(bounds)
     spec_err = sum(e * tot_prod / b for e, b in err_terms)
     aspec = np.abs(spec)
-    spec_norm = math.sqrt(2.0) * float(np.sqrt(np.dot(aspec, aspec)))  # >= the full-spectrum 2-norm
+    spec_norm = math.sqrt(2.0) * math.sqrt(float(np.sum(aspec * aspec)))  # >= the full-spectrum 2-norm
     spec_err += 2.0 * j * U * spec_norm
     nu = sfft.irfft(spec, n)
     # sum_j |err_j| <= sqrt(N) ||err||_2; ||F^{-1} v||_2 = ||v||_2 / sqrt(N)
@@ -499,12 +523,23 @@ class _Evaluator:
             b = comp.nu * np.exp(eb)
         self.ga = np.cumsum(a[::-1])[::-1]
         self.gb = np.cumsum(b[::-1])[::-1]
-        self.abs_a = np.cumsum(np.abs(a)[::-1])[::-1]
-        self.abs_b = np.cumsum(np.abs(b)[::-1])[::-1]
+        self.abs_a = self._block_suffix(np.abs(a))
+        self.abs_b = self._block_suffix(np.abs(b))
         smax = float(np.max(np.abs(s))) + abs(eps_ref)
         self.rel = U * (2 * abs(comp.log_c) + 2 * (th + 1) * smax + 2 * th * abs(eps_ref) + 16.0) + 2 * n * U
         self.lo_ok = float(s[first_ok]) if first_ok < n else math.inf  # eps >= lo_ok is evaluable
         self.hi_ok = float(s[-1])
+
+    @staticmethod
+    def _block_suffix(v: np.ndarray) -> np.ndarray:
+        """Suffix sums of v >= 0 over 256-entry blocks (block b: sum of v[256 b:]), x (1 + 2nu) for
+        rounding: entry k // 256 bounds sum_{s >= k} v_s."""
+        n = v.size
+        nb = -(-n // 256)
+        pad = np.zeros(nb * 256)
+        pad[:n] = v
+        bs = pad.reshape(nb, 256).sum(axis=1)
+        return np.cumsum(bs[::-1])[::-1] * (1.0 + 4.0 * n * U)
 
     def _core(self, eps: float, upper: bool) -> tuple[float, float]:
         """(window sum over s > eps of (1 - e^{eps - s}) mu(s), its rounding bound); eps >= lo_ok."""
@@ -519,10 +554,10 @@ class _Evaluator:
         de = eps - self.eps_ref
         if de > 700:  # e^{eps - r} B overflows: bound (1 - e^{eps - s}) by 1 (upper) or 0 (lower)
             val = float(self.ga[k]) if upper else 0.0
-            return val * scale, float(self.abs_a[k]) * self.rel * scale
+            return val * scale, float(self.abs_a[k // 256]) * self.rel * scale
         e1 = math.exp(de)
         val = float(self.ga[k]) - e1 * float(self.gb[k])
-        mag = float(self.abs_a[k]) + e1 * float(self.abs_b[k])
+        mag = float(self.abs_a[k // 256]) + e1 * float(self.abs_b[k // 256])
         return val * scale, (mag * self.rel + 4 * U * abs(val)) * scale
 
     def _scale(self, eps: float) -> float:
@@ -619,6 +654,7 @@ def _chernoff_delta(curve, eps: float) -> tuple[float, float]:
 def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, delta_ref, theta_fb):
     """One composition: grid, tilt (saddle at eps_tilt, or the Chernoff order theta_fb when eps_tilt is
     None or beyond the support), window from a_loss up."""
+    log_dref = math.log(max(delta_ref, 1e-300))
     for attempt in range(4):
         plan = _plan(entries, direction, width, ranges, max_points)
         blocks_list = [_blocks(st, plan.step) for st in plan.steps]
@@ -627,8 +663,19 @@ def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, 
             theta, ref = _saddle(blocks_list, [st.k for st in plan.steps], eps_tilt), eps_tilt
         if not math.isfinite(theta):
             theta, ref = theta_fb, a_loss
-        comp = _compose(plan, theta, max_points, rtol * 1e-3, a_loss, math.log(max(delta_ref, 1e-300)),
-                        regrid=attempt < 3)
+        # a smaller tilt shortens the window when the tilted upper tail is long (near-atomic steps);
+        # accept it while it amplifies the (tiny) tilted error terms by at most 1e5 relative to delta
+        need, _ = _compose(plan, theta, max_points, rtol * 1e-3, a_loss, log_dref, plan_only=True)
+        if need > (1 << 16):
+            th = theta
+            for _ in range(4):
+                th *= 0.5
+                need2, log_c2 = _compose(plan, th, max_points, rtol * 1e-3, a_loss, log_dref,
+                                         plan_only=True)
+                if log_c2 - th * max(a_loss, 0.0) - log_dref > math.log(1e5) or need2 > 0.8 * need:
+                    break
+                theta, need = th, need2
+        comp = _compose(plan, theta, max_points, rtol * 1e-3, a_loss, log_dref, regrid=attempt < 3)
         if isinstance(comp, _Composed):
             comp = dataclasses.replace(comp, capped=comp.capped or attempt > 0)
             return _Evaluator(comp, ref)
