@@ -357,15 +357,18 @@ class _Composed:
 
 
 def _compose(plan: _Plan, theta: float, max_points: int, tol_junk: float, a_loss: float,
-             log_delta_ref: float, regrid: bool = False, plan_only: bool = False):
+             log_delta_ref: float, regrid: bool = False, plan_only: bool = False, blocks=None):
     step = plan.step
     steps = plan.steps
     ks = [st.k for st in steps]
     t_total = sum(ks)
-    blocks_list = [_blocks(st, step) for st in steps]
+    blocks_list = [_blocks(st, step) for st in steps] if blocks is None else blocks
     # ---- tilt each step vector (log space), with the rounding of the tilt and the mechanisms' errors
     xs, logms, taus, sums, w0s = [], [], [], [], []
-    for st in steps:
+    if plan_only:  # window planning only: the normalisers from the blocks suffice
+        with np.errstate(divide="ignore"):
+            logms = [_lse(np.log(bm) + theta * yhi) for bm, _, yhi in blocks_list]
+    for st in steps if not plan_only else ():
         y = (st.lo + np.arange(st.n)) * step
         with np.errstate(divide="ignore"):
             lw = np.log(st.m) + theta * y
@@ -389,9 +392,10 @@ def _compose(plan: _Plan, theta: float, max_points: int, tol_junk: float, a_loss
         e0 = st.err if np.ndim(st.err) == 0 else float(st.err[0])
         w0s.append((st.m[0] + e0) * math.exp(float(arg[0])) * 1.01)
     log_c = sum(k * lm for k, lm in zip(ks, logms, strict=True))
-    prod_norm = math.exp(sum(k * math.log(s + t) for k, s, t in zip(ks, sums, taus, strict=True)))
-    c_model = prod_norm * sum(k * t / (s + t) for k, s, t in zip(ks, sums, taus, strict=True))
-    c_cell0 = prod_norm * sum(k * w / (s + t) for k, s, t, w in zip(ks, sums, taus, w0s, strict=True))
+    prod_norm = math.exp(sum(k * math.log(s + t) for k, s, t in zip(ks, sums, taus, strict=True))) \
+        if not plan_only else 1.0
+    c_model = prod_norm * sum(k * t / (s + t) for k, s, t in zip(ks, sums, taus, strict=False))
+    c_cell0 = prod_norm * sum(k * w / (s + t) for k, s, t, w in zip(ks, sums, taus, w0s, strict=False))
     # ---- window: composed span, or mean +- spread of the tilted sum, widened until the junk is small
     base = sum(st.k * st.lo for st in steps)  # lattice index of relative position 0
     span_tot = sum(st.k * (st.n - 1) for st in steps) + 1
@@ -511,22 +515,29 @@ class _Evaluator:
         self.s = s
         self.eps_ref = eps_ref
         th = comp.theta
-        ea = -th * (s - eps_ref)
-        eb = ea - (s - eps_ref)
         # entries with an exponent above 700 cannot be represented: eps below s_min is not evaluable
-        bad = np.nonzero((ea > 700.0) | (eb > 700.0))[0]
-        first_ok = int(bad[-1]) + 1 if bad.size else 0
-        ea = np.minimum(ea, 700.0)
-        eb = np.minimum(eb, 700.0)
+        d0 = float(s[0]) - eps_ref
+        # e^{-c (s - r)} on the lattice as (block factor) x (in-block factor), 256-entry blocks:
+        # 2 exps per block instead of one per entry; each product has relative error <= 3u
+        nb = -(-n // 256)
+        j = np.arange(256) * comp.step
+        blk = np.arange(nb) * (256 * comp.step) + d0
+        bad = np.nonzero(-(th + 1.0) * blk > 700.0)[0]  # blocks whose factor would overflow
+        first_ok = min(n, 256 * (int(bad[-1]) + 1)) if bad.size else 0
         with np.errstate(over="ignore", under="ignore"):
-            a = comp.nu * np.exp(ea)
-            b = comp.nu * np.exp(eb)
+            fa = (np.exp(np.minimum(-th * blk, 700.0))[:, None] * np.exp(-th * j)[None, :]).ravel()[:n]
+            fb = (np.exp(np.minimum(-(th + 1.0) * blk, 700.0))[:, None]
+                  * np.exp(-(th + 1.0) * j)[None, :]).ravel()[:n]
+            a = comp.nu * fa
+            b = comp.nu * fb
+        a[:first_ok] = 0.0
+        b[:first_ok] = 0.0
         self.ga = np.cumsum(a[::-1])[::-1]
         self.gb = np.cumsum(b[::-1])[::-1]
         self.abs_a = self._block_suffix(np.abs(a))
         self.abs_b = self._block_suffix(np.abs(b))
         smax = float(np.max(np.abs(s))) + abs(eps_ref)
-        self.rel = U * (2 * abs(comp.log_c) + 2 * (th + 1) * smax + 2 * th * abs(eps_ref) + 16.0) + 2 * n * U
+        self.rel = U * (2 * abs(comp.log_c) + 2 * (th + 1) * smax + 2 * th * abs(eps_ref) + 24.0) + 2 * n * U
         self.lo_ok = float(s[first_ok]) if first_ok < n else math.inf  # eps >= lo_ok is evaluable
         self.hi_ok = float(s[-1])
 
@@ -665,21 +676,26 @@ def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, 
             theta, ref = theta_fb, a_loss
         # a smaller tilt shortens the window when the tilted upper tail is long (near-atomic steps);
         # accept it while it amplifies the (tiny) tilted error terms by at most 1e5 relative to delta
-        need, _ = _compose(plan, theta, max_points, rtol * 1e-3, a_loss, log_dref, plan_only=True)
+        need, _ = _compose(plan, theta, max_points, rtol * 1e-3, a_loss, log_dref, plan_only=True,
+                           blocks=blocks_list)
         if need > (1 << 16):
             th = theta
             for _ in range(4):
                 th *= 0.5
                 need2, log_c2 = _compose(plan, th, max_points, rtol * 1e-3, a_loss, log_dref,
-                                         plan_only=True)
+                                         plan_only=True, blocks=blocks_list)
                 if log_c2 - th * max(a_loss, 0.0) - log_dref > math.log(1e5) or need2 > 0.8 * need:
                     break
                 theta, need = th, need2
-        comp = _compose(plan, theta, max_points, rtol * 1e-3, a_loss, log_dref, regrid=attempt < 3)
+        if need > max_points and attempt < 3:
+            width *= 1.2 * need / max_points  # the window is too long: coarser grid, wider bracket
+            continue
+        comp = _compose(plan, theta, max_points, rtol * 1e-3, a_loss, log_dref, regrid=attempt < 3,
+                        blocks=blocks_list)
         if isinstance(comp, _Composed):
             comp = dataclasses.replace(comp, capped=comp.capped or attempt > 0)
             return _Evaluator(comp, ref)
-        width *= 1.05 * comp / max_points  # the window was too long: coarser grid, wider bracket
+        width *= 1.2 * comp / max_points  # the window was too long: coarser grid, wider bracket
     raise AssertionError("unreachable")
 
 

@@ -59,16 +59,19 @@ def atoms_cell_masses(edges: np.ndarray, losses, masses) -> tuple[np.ndarray, np
 
 @njit(cache=True)
 def _phi_sides(z):  # pragma: no cover - compiled
-    """(Phi(z), Phi(-z), relative error bound) with erfc on the accurate side of each."""
+    """(Phi(z), Phi(-z), relative error bound of both): one erfc on the small side, the other side as
+    1 - small (>= 1/2, so its relative error is at most the small side's absolute error + u)."""
     if z == -math.inf:
         return 0.0, 1.0, 0.0
     if z == math.inf:
         return 1.0, 0.0, 0.0
     t = z * _SQRT1_2
-    lo = 0.5 * math.erfc(-t)  # Phi(z)
-    hi = 0.5 * math.erfc(t)  # Phi(-z)
     rel = U_ERFC + 2.0 * t * t * U + 4.0 * U
-    return lo, hi, rel
+    if z <= 0.0:
+        lo = 0.5 * math.erfc(-t)  # Phi(z) <= 1/2
+        return lo, 1.0 - lo, rel
+    hi = 0.5 * math.erfc(t)  # Phi(-z) < 1/2
+    return 1.0 - hi, hi, rel
 
 
 @njit(cache=True)
