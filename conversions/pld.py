@@ -588,7 +588,7 @@ class _Evaluator:
 
     def lower(self, eps: float) -> float:
         c = self.c
-        e2 = eps + c.t_total * c.step
+        e2 = math.nextafter(eps + c.t_total * c.step, math.inf)  # T Delta exact; round the sum up
         floor = -math.expm1(eps) if eps < 0 else 0.0
         if e2 < self.lo_ok:
             return max(c.p_inf, floor * (1 - 1e-15))
@@ -838,23 +838,23 @@ def _root_nonincreasing(f, ev: _Evaluator, start: float, want: str) -> float:
         if f(a) <= 0:
             return a if a == 0.0 else _bisect(f, 0.0, a, True) if ev.evaluable(0.0) else a
         return _bisect(f, a, hi_ok, True)
-    # last_ge
+    # last_ge (strictly: f > 0)
     a = max(lo_ok, 0.0)
-    if hi_ok <= a or f(a) < 0:
+    if hi_ok <= a or f(a) <= 0:
         return 0.0
-    if f(hi_ok) >= 0:
+    if f(hi_ok) > 0:
         return hi_ok
     return _bisect(f, a, hi_ok, False)
 
 
 def _bisect(f, a: float, b: float, want_right: bool) -> float:
-    """f(a) > 0 >= f(b) for want_right (returns a point with f <= 0), or f(a) >= 0 > f(b) (returns a
-    point with f >= 0); 60 halvings (the functions are cheap)."""
+    """Bisection keeping f(a) > 0 and f(b) <= 0: returns b (f <= 0) for want_right, else a (f > 0);
+    stops at relative width 1e-12 (the functions are cheap)."""
     for _ in range(200):
         m = 0.5 * (a + b)
         if m <= a or m >= b:
             break
-        if f(m) > 0 if want_right else f(m) >= 0:
+        if f(m) > 0:  # want_right: keep f(b) <= 0; else keep f(a) > 0 (strict: delta_lo(a) > delta)
             a = m
         else:
             b = m

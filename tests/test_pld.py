@@ -401,3 +401,75 @@ def test_empty_ledger():
     assert pld.pld_epsilon_bounds([], 1e-5).upper == 0.0
     b = pld.pld_delta_bounds([], 0.5)
     assert b.lower == b.upper == 0.0
+
+
+# ----------------------------------------------------------------------------- numerical constants
+
+
+@pytest.mark.parametrize("n", [1000, 1024, 1080, 2048])
+def test_fft_error_constant_holds(n):
+    """The FFT rounding constant c_N = 16 u (log2 N + 4) of conversions.pld, checked against a DFT in
+    extended precision (numpy longdouble, 64-bit mantissa): ||fft(x) - F x||_2 <= c_N sqrt(N) ||x||_2
+    and the same for the inverse transform."""
+    import scipy.fft as sfft
+
+    if np.finfo(np.longdouble).eps > 1e-18:
+        pytest.skip("no extended precision on this platform")
+    rng = np.random.default_rng(n)
+    for x in (rng.random(n), np.exp(-0.5 * ((np.arange(n) - n / 3) / (n / 50)) ** 2)):
+        x = x / x.sum()
+        xl = x.astype(np.longdouble)
+        ki = np.arange(n // 2 + 1)
+        ji = np.arange(n)
+        kj = np.outer(ki, ji) % n  # exact integer reduction: the longdouble angles stay below 2 pi
+        two_pi = 2 * np.arccos(np.longdouble(-1))
+        ang = -two_pi * kj.astype(np.longdouble) / n
+        ref_re = (np.cos(ang) * xl).sum(axis=1)
+        ref_im = (np.sin(ang) * xl).sum(axis=1)
+        got = sfft.rfft(x)
+        err2 = (got.real - ref_re) ** 2 + (got.imag - ref_im) ** 2
+        full = float(np.sqrt(2 * err2.sum()))
+        c_n = 16 * 2.0**-53 * (math.log2(n) + 4)
+        bound = c_n * math.sqrt(n) * float(np.sqrt((x * x).sum()))
+        assert full <= bound, (full, bound)
+        assert full <= bound / 20  # the factor-2 margin is far from binding in practice
+        # inverse: irfft of the computed spectrum vs the exact inverse of that spectrum
+        y = sfft.irfft(got, n)
+        zl_re = got.real.astype(np.longdouble)
+        zl_im = got.imag.astype(np.longdouble)
+        w = np.full(n // 2 + 1, 2.0, dtype=np.longdouble)
+        w[0] = 1
+        if n % 2 == 0:
+            w[-1] = 1
+        ang2 = two_pi * (np.outer(ji, ki) % n).astype(np.longdouble) / n
+        yref = ((np.cos(ang2) * (w * zl_re)) - (np.sin(ang2) * (w * zl_im))).sum(axis=1) / n
+        e_inv = float(np.sqrt(((y - yref) ** 2).sum()))
+        assert e_inv <= c_n * float(np.sqrt((y * y).sum())) * 1.01
+
+
+def test_cpow_error_bound():
+    """Binary powering z^k against mpmath: relative error <= (1 + sqrt5 u)^{k-1} - 1."""
+    mp.mp.dps = 40
+    rng = np.random.default_rng(1)
+    z = rng.random(200) * np.exp(2j * np.pi * rng.random(200))
+    for k in (2, 3, 7, 100, 1001, 65537):
+        got = pld._cpow(z, k)
+        rel = math.expm1((k - 1) * math.log1p(math.sqrt(5) * 2.0**-53)) * 1.01
+        for zi, gi in zip(z[:40], got[:40], strict=True):
+            exact = mp.mpc(zi.real, zi.imag) ** k
+            if abs(exact) > 1e-290:
+                assert abs(mp.mpc(gi.real, gi.imag) - exact) <= rel * abs(exact) * 1.0000001
+
+
+@pytest.mark.parametrize("direction,eps", [("remove", 6.0), ("remove", 8.0), ("remove", 9.5),
+                                           ("add", 0.2)])
+def test_subsampled_gaussian_tiny_delta(direction, eps):
+    # one step, q = 0.2, sigma = 0.7: delta(eps) from ~1e-7 down to ~1e-14 keeps its relative accuracy
+    q, sigma = 0.2, 0.7
+    ref = R.subsampled_gaussian_delta_single(eps, q, sigma, direction)
+    assert 0 < ref < 2e-3
+    b = pld.pld_delta_bounds([(SubsampledGaussian(sigma, q), 1)], eps, direction)
+    assert b.lower <= ref <= b.upper, (b.lower, ref, b.upper)
+    assert b.upper - b.lower <= 2e-3 * ref
+    e = pld.pld_epsilon_bounds([(SubsampledGaussian(sigma, q), 1)], ref, direction)
+    assert e.lower <= eps <= e.upper
