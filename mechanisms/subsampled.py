@@ -420,6 +420,18 @@ class SubsampledLaplace(Mechanism):
 
         return complex_logsumexp(terms, axis=0).reshape(s.shape)
 
+    def pld_cell_masses(self, edges: np.ndarray, direction: str = "remove"):
+        """Cells of the loss: the two atoms (``pld_atoms``, on-edge atoms go below) plus the closed-form
+        masses of the continuous part over the inverse image of each cell (``mechanisms._cells.sl_cells``;
+        per-cell error bounds)."""
+        check_direction(direction)
+        from ._cells import atoms_cell_masses, check_edges, sl_cells
+
+        e = check_edges(edges)
+        ma, ea = atoms_cell_masses(e, *self.pld_atoms(direction))
+        mc, ec = sl_cells(e, self.sample_rate, self.a, direction == "add")
+        return ma + mc, ea + ec + 2.0**-53 * (ma + mc)
+
     def log_envelope_fn(self, c: float, direction: str = "remove"):
         """t -> log bound on |C(c + it')|, |t'| >= t: min(C(c), 1.1 (f(lo) + f(hi) + TV f) / t)."""
         check_direction(direction)

@@ -473,3 +473,80 @@ def test_subsampled_gaussian_tiny_delta(direction, eps):
     assert b.upper - b.lower <= 2e-3 * ref
     e = pld.pld_epsilon_bounds([(SubsampledGaussian(sigma, q), 1)], ref, direction)
     assert e.lower <= eps <= e.upper
+
+
+# ----------------------------------------------------------------------------- subsampled Laplace
+
+
+def _sl_parts(q, a, direction):
+    """mpmath description of the subsampled-Laplace loss under P: atoms and (density on (0,1), l(x))."""
+    q, a = mp.mpf(q), mp.mpf(a)
+
+    def ell(x):
+        return mp.log(1 - q + q * mp.exp(a * (2 * x - 1)))
+
+    l_lo, l_hi = ell(0), ell(1)
+    if direction == "remove":
+        atoms = [(l_lo, (1 - q) / 2 + q * mp.exp(-a) / 2), (l_hi, (1 - q) * mp.exp(-a) / 2 + q / 2)]
+
+        def dens(x):
+            return (1 - q) * a / 2 * mp.exp(-a * x) + q * a / 2 * mp.exp(-a * (1 - x))
+
+        return atoms, dens, ell
+    atoms = [(-l_lo, mp.mpf(1) / 2), (-l_hi, mp.exp(-a) / 2)]
+    return atoms, (lambda x: a / 2 * mp.exp(-a * x)), (lambda x: -ell(x))
+
+
+@pytest.mark.parametrize("direction", ["remove", "add"])
+def test_subsampled_laplace_cells_match_mpmath(direction):
+    from mechanisms.subsampled import SubsampledLaplace
+
+    mp.mp.dps = 40
+    q, scale, sens = 0.1, 0.8, 1.2
+    a = sens / scale
+    mech = SubsampledLaplace(scale, q, sens)
+    atoms, dens, loss = _sl_parts(q, a, direction)
+    edges = np.linspace(-1.5, 1.5, 31)
+    m, err = mech.pld_cell_masses(edges, direction)
+    # inverse image of each cell in x (loss monotone on (0, 1)) by mpmath root finding, then quadrature
+    sgn = 1 if direction == "remove" else -1
+
+    def xof(e):
+        lo_l, hi_l = loss(0), loss(1)
+        if sgn * (mp.mpf(e) - lo_l) <= 0:
+            return mp.mpf(0)
+        if sgn * (mp.mpf(e) - hi_l) >= 0:
+            return mp.mpf(1)
+        return mp.findroot(lambda x: loss(x) - mp.mpf(e), (mp.mpf(0), mp.mpf(1)), solver="bisect")
+
+    xs = [xof(e) for e in edges]
+    ref = []
+    ext = [-mp.inf] + [mp.mpf(float(e)) for e in edges] + [mp.inf]
+    for i, (lo, hi) in enumerate(zip(ext[:-1], ext[1:], strict=True)):
+        if sgn > 0:
+            u = mp.mpf(0) if i == 0 else xs[i - 1]
+            v = mp.mpf(1) if i == len(edges) else xs[i]
+        else:
+            u = mp.mpf(0) if i == len(edges) else xs[i]
+            v = mp.mpf(1) if i == 0 else xs[i - 1]
+        val = mp.quad(dens, [u, v]) if v > u else mp.mpf(0)
+        val += sum(w for l0, w in atoms if lo < l0 <= hi)
+        ref.append(val)
+    for i, (mi, ri) in enumerate(zip(m, ref, strict=True)):
+        assert abs(mp.mpf(float(mi)) - ri) <= err[i] + 1e-14 * ri, (i, float(mi), float(ri), err[i])
+    assert abs(m.sum() - 1.0) < 1e-14
+
+
+@pytest.mark.parametrize("direction,eps", [("remove", 0.3), ("remove", 0.45), ("add", 0.05)])
+def test_subsampled_laplace_one_step(direction, eps):
+    from mechanisms.subsampled import SubsampledLaplace
+
+    mp.mp.dps = 30
+    q, scale = 0.2, 0.7
+    atoms, dens, loss = _sl_parts(q, 1 / scale, direction)
+    e = mp.mpf(eps)
+    ref = sum(w * max(mp.mpf(0), 1 - mp.exp(e - l0)) for l0, w in atoms)
+    ref += mp.quad(lambda x: dens(x) * max(mp.mpf(0), 1 - mp.exp(e - loss(x))), mp.linspace(0, 1, 9))
+    b = pld.pld_delta_bounds([(SubsampledLaplace(scale, q), 1)], eps, direction)
+    assert b.lower <= ref <= b.upper, (b.lower, float(ref), b.upper)
+    assert b.upper - b.lower <= 2e-3 * ref
