@@ -64,7 +64,7 @@ from .contour import DeltaBounds, EpsilonBounds
 U = 2.0**-53
 _PROBE = 4096
 _BLOCK = 64
-DEFAULT_MAX_POINTS = 1 << 20
+DEFAULT_MAX_POINTS = 1 << 21
 
 
 # ----------------------------------------------------------------------------------------- helpers
