@@ -694,7 +694,9 @@ def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, 
                         blocks=blocks_list)
         if isinstance(comp, _Composed):
             comp = dataclasses.replace(comp, capped=comp.capped or attempt > 0)
-            return _Evaluator(comp, ref)
+            ev = _Evaluator(comp, ref)
+            ev.blocks, ev.ks = blocks_list, [st.k for st in plan.steps]
+            return ev
         width *= 1.2 * comp / max_points  # the window was too long: coarser grid, wider bracket
     raise AssertionError("unreachable")
 
@@ -757,7 +759,11 @@ def pld_delta_bounds(entries, eps: float, direction: str = "remove", rtol: float
         if up - lo <= rtol * up or ev.c.capped:
             break
         width = 0.9 * rtol / (2.0 + ev.c.theta) / (4.0 if passes > 1 else 1.0)
-        ev = _run(ents, direction, width, ranges, eps, max_points, rtol, eps, max(lo, d_ref), ev.c.theta)
+        # ranges again for the tilt found and the delta now known (the top mass must be << delta)
+        if lo > 0:
+            d_ref = lo
+        ranges = _ranges(ents, direction, rtol, d_ref, 0.5 * ev.c.theta)
+        ev = _run(ents, direction, width, ranges, eps, max_points, rtol, eps, d_ref, ev.c.theta)
         lo, up = max(lo, ev.lower(eps)), min(up, ev.upper(eps))
         passes += 1
     lo = min(lo, up)
@@ -787,20 +793,26 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
     curve = _chernoff_curve(ents, direction)
     eps_ch, c_ch = _chernoff_eps(curve, delta - p_inf)
     ranges = _ranges(ents, direction, rtol, delta, 0.5 * c_ch)
-    # pass 1: a grid 16x coarser than the target, tilted by the Chernoff order, window from eps = 0
-    ev = _run(ents, direction, 16 * 0.9 * max(rtol * eps_ch, 0.1 * rtol), ranges, None, max_points,
+    # pass 1: a grid 16x coarser than the target, tilted at the Chernoff estimate, window from eps = 0
+    ev = _run(ents, direction, 16 * 0.9 * max(rtol * eps_ch, 0.1 * rtol), ranges, eps_ch, max_points,
               rtol, 0.0, delta, c_ch)
     lo, up = _solve(ev, delta)
     passes = 1
     for _ in range(3):
-        est = lo if lo > 0 else (up if math.isfinite(up) else eps_ch)
         if passes > 1 and (up - lo <= max(rtol * up, 0.1 * rtol) or ev.c.capped):
             break
+        est = lo if lo > 0 else (up if math.isfinite(up) else eps_ch)
+        # tilt where the root is: the bracket's middle, or the certified upper end if no lower was found
+        tilt = 0.5 * (lo + up) if (lo > 0 and math.isfinite(up)) else est
+        theta_hint = _saddle(ev.blocks, ev.ks, tilt)
+        if not math.isfinite(theta_hint):
+            theta_hint = ev.c.theta
+        # grid ranges for this tilt (the lower cut depends on it), then the target grid
+        ranges = _ranges(ents, direction, rtol, delta, 0.5 * theta_hint)
         shrink = 1.0 if passes == 1 else 2.0 ** (passes - 1)
         width = 0.9 * max(rtol * est, 0.1 * rtol) / shrink
-        mid = 0.5 * (lo + up) if math.isfinite(up) else None
-        ev = _run(ents, direction, width, ranges, mid, max_points, rtol, max(lo - 1e-9, 0.0), delta,
-                  ev.c.theta)
+        ev = _run(ents, direction, width, ranges, tilt, max_points, rtol, max(lo - 1e-9, 0.0), delta,
+                  theta_hint)
         lo2, up2 = _solve(ev, delta)
         lo, up = max(lo, lo2), min(up, up2)
         passes += 1
@@ -810,41 +822,43 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
 
 
 def _solve(ev: _Evaluator, delta: float) -> tuple[float, float]:
-    """(lower, upper) eps from one evaluator; upper falls back to +inf / lower to 0 where not evaluable."""
-    # upper: smallest eps >= 0 with upper(eps) <= delta; upper() is non-increasing in eps
+    """(lower, upper) eps >= 0 from one evaluator.
+
+    upper: a point with delta_up(upper) <= delta (+inf if none is certified here); delta_up is
+    non-increasing, so the smallest such point is found by bisection.  lower: a point with
+    delta_lo(lower) > delta (0 if none): delta_lo is not monotone (its error terms grow like
+    e^{-theta eps} at small eps), so a grid of 512 points is scanned for the largest such point, then
+    refined by bisection towards the next grid point.  Both functions cost O(log N) per call.
+    """
+    lo_ok = max(ev.lo_ok, 0.0)
+    hi_ok = ev.hi_ok - ev.c.t_total * ev.c.step
+
     def f_up(e):
         return ev.upper(e) - delta
 
     def f_lo(e):
         return ev.lower(e) - delta
 
-    upper = _root_nonincreasing(f_up, ev, start=0.0, want="first_le")
-    lower = _root_nonincreasing(f_lo, ev, start=0.0, want="last_ge")
+    if f_up(0.0) <= 0.0:
+        upper = 0.0
+    elif hi_ok <= lo_ok or f_up(hi_ok) > 0:
+        upper = math.inf
+    elif f_up(lo_ok) <= 0:
+        upper = lo_ok  # certified; the true root may be lower (not evaluable on this window)
+    else:
+        upper = _bisect(f_up, lo_ok, hi_ok, True)
+    lower = 0.0
+    top = min(hi_ok, upper) if math.isfinite(upper) else hi_ok
+    if top > lo_ok:
+        grid = np.linspace(lo_ok, top, 513)
+        vals = np.array([f_lo(float(e)) for e in grid])
+        pos = np.nonzero(vals > 0)[0]
+        if pos.size:
+            i = int(pos[-1])
+            lower = float(grid[i])
+            if i + 1 < grid.size:
+                lower = _bisect(f_lo, lower, float(grid[i + 1]), False)
     return lower, upper
-
-
-def _root_nonincreasing(f, ev: _Evaluator, start: float, want: str) -> float:
-    """For a non-increasing f on the evaluable eps range: 'first_le' returns an eps >= 0 with f <= 0
-    (+inf if none is certified); 'last_ge' returns an eps >= 0 with f >= 0 (0 if none)."""
-    lo_ok, hi_ok = max(ev.lo_ok, 0.0), ev.hi_ok - ev.c.t_total * ev.c.step
-    if want == "first_le":
-        if f(0.0) <= 0.0:
-            return 0.0
-        a = max(lo_ok, 0.0)
-        if not ev.evaluable(a) or hi_ok <= a:
-            return math.inf
-        if f(hi_ok) > 0:
-            return math.inf
-        if f(a) <= 0:
-            return a if a == 0.0 else _bisect(f, 0.0, a, True) if ev.evaluable(0.0) else a
-        return _bisect(f, a, hi_ok, True)
-    # last_ge (strictly: f > 0)
-    a = max(lo_ok, 0.0)
-    if hi_ok <= a or f(a) <= 0:
-        return 0.0
-    if f(hi_ok) > 0:
-        return hi_ok
-    return _bisect(f, a, hi_ok, False)
 
 
 def _bisect(f, a: float, b: float, want_right: bool) -> float:

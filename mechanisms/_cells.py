@@ -236,8 +236,10 @@ def sl_cells(edges: np.ndarray, q: float, a: float, add: bool) -> tuple[np.ndarr
     dg = gp * 2.0 * U * (np.abs(lv) + abs(l1q)) + 2.0 * U * (np.abs(g) + 1.0)
     eta = 2.0 * ((dg + 4.0 * U * (abs(l1q) + np.abs(g) + abs(lq) + 1.0)) / (2.0 * a)
                  + 4.0 * U * (np.abs(x) + 1.0))
-    x = np.where(d <= 0.0, 0.0, np.clip(x, 0.0, 1.0))  # below the lower atom: no continuous mass
-    eta = np.where(d <= 0.0, 0.0, eta)
+    # outside (0, 1) the clipped end point is exact once the computed x is off by more than eta
+    exact = (d <= 0.0) | (x + eta <= 0.0) | (x - eta >= 1.0)
+    x = np.where(d <= 0.0, 0.0, np.clip(x, 0.0, 1.0))
+    eta = np.where(exact, 0.0, eta)
     xs = np.concatenate([[0.0], x, [1.0]])  # cells in increasing x
     u, v = xs[:-1], xs[1:]
     w = np.maximum(v - u, 0.0)
