@@ -513,8 +513,10 @@ class _Evaluator:
         n = comp.nu.size
         s = (comp.first + np.arange(n)) * comp.step  # exact lattice losses
         self.s = s
-        self.eps_ref = eps_ref
         th = comp.theta
+        if abs(comp.log_c - th * eps_ref) > 300.0:  # keep C e^{-theta r} representable
+            eps_ref = comp.log_c / th
+        self.eps_ref = eps_ref
         # entries with an exponent above 700 cannot be represented: eps below s_min is not evaluable
         d0 = float(s[0]) - eps_ref
         # e^{-c (s - r)} on the lattice as (block factor) x (in-block factor), 256-entry blocks:
