@@ -56,6 +56,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.fft as sfft
+from numba import njit
 
 from mechanisms.base import Mechanism, check_direction
 
@@ -499,6 +500,40 @@ def _compose(plan: _Plan, theta: float, max_points: int, tol_junk: float, a_loss
 
 
 # ----------------------------------------------------------------------------------------- evaluation
+@njit(cache=True)
+def _suffix_kernel(nu, fa_blk, fb_blk, fa_in, fb_in, first_blk):  # pragma: no cover - compiled
+    """Suffix sums of a = nu fa, b = nu fb (fa = fa_blk[block] fa_in[offset], 256-entry blocks; blocks
+    below first_blk count as 0) and, per block, the suffix sums of |a| and |b| from that block up.
+    One pass from the top; recursive summation (error <= gamma_N x the sums of moduli)."""
+    n = nu.shape[0]
+    nb = fa_blk.shape[0]
+    ga = np.zeros(n)
+    gb = np.zeros(n)
+    abs_a = np.zeros(nb)
+    abs_b = np.zeros(nb)
+    acc_a = 0.0
+    acc_b = 0.0
+    sa = 0.0
+    sb = 0.0
+    for blk in range(nb - 1, -1, -1):
+        start = blk * 256
+        stop = min(n, start + 256)
+        for i in range(stop - 1, start - 1, -1):
+            if blk >= first_blk:
+                a = nu[i] * (fa_blk[blk] * fa_in[i - start])
+                b = nu[i] * (fb_blk[blk] * fb_in[i - start])
+                acc_a += a
+                acc_b += b
+                sa += abs(a)
+                sb += abs(b)
+            ga[i] = acc_a
+            gb[i] = acc_b
+        abs_a[blk] = sa
+        abs_b[blk] = sb
+    return ga, gb, abs_a, abs_b
+
+
+
 class _Evaluator:
     """delta_up(eps) and delta_lo(eps) from one composed vector (suffix sums, O(log N) per query).
 
@@ -526,33 +561,19 @@ class _Evaluator:
         blk = np.arange(nb) * (256 * comp.step) + d0
         bad = np.nonzero(-(th + 1.0) * blk > 700.0)[0]  # blocks whose factor would overflow
         first_ok = min(n, 256 * (int(bad[-1]) + 1)) if bad.size else 0
-        with np.errstate(over="ignore", under="ignore"):
-            fa = (np.exp(np.minimum(-th * blk, 700.0))[:, None] * np.exp(-th * j)[None, :]).ravel()[:n]
-            fb = (np.exp(np.minimum(-(th + 1.0) * blk, 700.0))[:, None]
-                  * np.exp(-(th + 1.0) * j)[None, :]).ravel()[:n]
-            a = comp.nu * fa
-            b = comp.nu * fb
-        a[:first_ok] = 0.0
-        b[:first_ok] = 0.0
-        self.ga = np.cumsum(a[::-1])[::-1]
-        self.gb = np.cumsum(b[::-1])[::-1]
-        self.abs_a = self._block_suffix(np.abs(a))
-        self.abs_b = self._block_suffix(np.abs(b))
+        fa_blk = np.exp(np.minimum(-th * blk, 700.0))
+        fb_blk = np.exp(np.minimum(-(th + 1.0) * blk, 700.0))
+        with np.errstate(under="ignore"):
+            fa_in = np.exp(-th * j)
+            fb_in = np.exp(-(th + 1.0) * j)
+        self.ga, self.gb, abs_a, abs_b = _suffix_kernel(comp.nu, fa_blk, fb_blk, fa_in, fb_in,
+                                                        first_ok // 256)
+        self.abs_a = abs_a * (1.0 + 4.0 * n * U)
+        self.abs_b = abs_b * (1.0 + 4.0 * n * U)
         smax = float(np.max(np.abs(s))) + abs(eps_ref)
         self.rel = U * (2 * abs(comp.log_c) + 2 * (th + 1) * smax + 2 * th * abs(eps_ref) + 24.0) + 2 * n * U
         self.lo_ok = float(s[first_ok]) if first_ok < n else math.inf  # eps >= lo_ok is evaluable
         self.hi_ok = float(s[-1])
-
-    @staticmethod
-    def _block_suffix(v: np.ndarray) -> np.ndarray:
-        """Suffix sums of v >= 0 over 256-entry blocks (block b: sum of v[256 b:]), x (1 + 2nu) for
-        rounding: entry k // 256 bounds sum_{s >= k} v_s."""
-        n = v.size
-        nb = -(-n // 256)
-        pad = np.zeros(nb * 256)
-        pad[:n] = v
-        bs = pad.reshape(nb, 256).sum(axis=1)
-        return np.cumsum(bs[::-1])[::-1] * (1.0 + 4.0 * n * U)
 
     def _core(self, eps: float, upper: bool) -> tuple[float, float]:
         """(window sum over s > eps of (1 - e^{eps - s}) mu(s), its rounding bound); eps >= lo_ok."""
@@ -829,7 +850,7 @@ def _solve(ev: _Evaluator, delta: float) -> tuple[float, float]:
     upper: a point with delta_up(upper) <= delta (+inf if none is certified here); delta_up is
     non-increasing, so the smallest such point is found by bisection.  lower: a point with
     delta_lo(lower) > delta (0 if none): delta_lo is not monotone (its error terms grow like
-    e^{-theta eps} at small eps), so a grid of 512 points is scanned for the largest such point, then
+    e^{-theta eps} at small eps), so a grid of 128 points is scanned for the largest such point, then
     refined by bisection towards the next grid point.  Both functions cost O(log N) per call.
     """
     lo_ok = max(ev.lo_ok, 0.0)
@@ -852,7 +873,7 @@ def _solve(ev: _Evaluator, delta: float) -> tuple[float, float]:
     lower = 0.0
     top = min(hi_ok, upper) if math.isfinite(upper) else hi_ok
     if top > lo_ok:
-        grid = np.linspace(lo_ok, top, 513)
+        grid = np.linspace(lo_ok, top, 129)
         vals = np.array([f_lo(float(e)) for e in grid])
         pos = np.nonzero(vals > 0)[0]
         if pos.size:
