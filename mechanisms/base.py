@@ -129,6 +129,39 @@ class Mechanism:
         """Finite atoms (losses, masses) of the P-measure of the privacy loss (default: none)."""
         return np.empty(0), np.empty(0)
 
+    def pld_cell_masses(self, edges: np.ndarray, direction: str = "remove"):
+        """Exact masses of the privacy loss (finite part, under P) on the cells of a sorted grid.
+
+        Parameters
+        ----------
+        edges : array of n >= 1 sorted finite losses.
+        direction : {"remove", "add"} (the same dominating pair as ``log_mgf`` / ``pld_atoms``).
+
+        Returns
+        -------
+        ``None`` when not available, else ``(m, err)`` with m of length n + 1:
+        m[0] = P(L <= e_0), m[i] = P(e_{i-1} < L <= e_i), m[n] = P(e_{n-1} < L < inf), so
+        sum(m) = 1 - ``infinite_loss_mass``; an atom on an edge belongs to the cell below.  Masses are
+        CDF differences (exact formulas, floating point only).  ``err`` is either an array of per-cell
+        bounds |m_i - true_i| <= err_i (preferred: lets the caller weight the errors, e.g. by an
+        exponential tilt) or a float bounding sum_i |m_i - true_i|.
+
+        The default covers mechanisms whose continuous part is given exactly by ``pld_exp_pieces``
+        (atoms plus closed-form integrals of the exponential pieces, e.g. Laplace); atomic mechanisms
+        (``_AtomicPLD``) histogram their atoms; others return ``None``.
+        """
+        check_direction(direction)
+        pieces = self.pld_exp_pieces(direction)
+        if pieces is None:
+            return None
+        from ._cells import atoms_cell_masses, check_edges, pieces_cell_masses
+
+        e = check_edges(edges)
+        l, w = self.pld_atoms(direction)
+        m, err = atoms_cell_masses(e, l, w)
+        mp_, errp = pieces_cell_masses(e, *pieces)
+        return m + mp_, err + errp + 2.0**-53 * (m + mp_)
+
     def total_variation(self, direction: str = "remove") -> float | None:
         """delta(0) of the dominating pair, i.e. TV(P, Q) (an upper bound is fine); None if unknown.
 

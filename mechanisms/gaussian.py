@@ -73,6 +73,14 @@ class Gaussian(Mechanism):
         check_direction(direction)
         return c * (c + 1.0) * (self.mu**2 / 2.0)
 
+    def pld_cell_masses(self, edges: np.ndarray, direction: str = "remove"):
+        """Cells of L ~ N(mu^2/2, mu^2) under P (normal CDF differences on the accurate side; exact
+        up to floating point, per-cell error bounds)."""
+        check_direction(direction)
+        from ._cells import gaussian_loss_cells
+
+        return gaussian_loss_cells(edges, self.mu)
+
     def total_variation(self, direction: str = "remove") -> float:
         """TV(N(0, 1), N(mu, 1)) = 2 Phi(mu / 2) - 1 = erf(mu / (2 sqrt 2)) (exact)."""
         check_direction(direction)

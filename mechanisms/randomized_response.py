@@ -76,6 +76,13 @@ class _AtomicPLD(Mechanism):
     def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
         return -math.inf
 
+    def pld_cell_masses(self, edges: np.ndarray, direction: str = "remove"):
+        """Histogram of the atoms (exact up to the rounding of summed masses; see ``Mechanism``)."""
+        check_direction(direction)
+        from ._cells import atoms_cell_masses
+
+        return atoms_cell_masses(edges, *self._atoms())
+
 
 class _DiscreteMechanism(_AtomicPLD):
     """Shared implementation for mechanisms whose PLD is a finite set of atoms (RDP from the atoms)."""

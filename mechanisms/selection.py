@@ -398,6 +398,9 @@ class _SelectionMechanism(Mechanism):
     def pld_atoms(self, direction: str = "remove"):
         return self._block().pld_atoms(direction)
 
+    def pld_cell_masses(self, edges, direction: str = "remove"):
+        return self._block().pld_cell_masses(edges, direction)
+
     def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
         return -math.inf
 

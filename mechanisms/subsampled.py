@@ -201,6 +201,26 @@ class SubsampledGaussian(Mechanism):
             return np.array([0.0]), np.array([1.0])
         return np.empty(0), np.empty(0)
 
+    def pld_cell_masses(self, edges: np.ndarray, direction: str = "remove"):
+        """Cells of the loss (exact CDF differences of the output x; per-cell error bounds).
+
+        The loss is monotone in x: remove, L = l(x) = log(1 - q + q e^{mu x - mu^2/2}) increasing, x under
+        P = (1-q) N(0,1) + q N(mu,1); add, L = -l(x) decreasing, x under N(0,1).  Each edge is mapped to
+        x(l) = (log(1-q) + log expm1(l - log(1-q)) - log q) / mu + mu/2 (-inf at or below log(1-q)), and
+        the masses are mixtures of normal CDF differences (``mechanisms._cells.sg_cells``; the rounding
+        of the inverse map is bounded and included).  q = 1 is the Gaussian, q = 0 the atom L = 0.
+        """
+        check_direction(direction)
+        from ._cells import atoms_cell_masses, check_edges, gaussian_loss_cells, sg_cells
+
+        e = check_edges(edges)
+        q, mu = self.sample_rate, self.mu
+        if q == 0.0:
+            return atoms_cell_masses(e, [0.0], [1.0])
+        if q == 1.0:
+            return gaussian_loss_cells(e, mu)
+        return sg_cells(e, q, mu, direction == "add")
+
     def log_envelope_fn(self, c: float, direction: str = "remove"):
         """t -> log of a bound on |M(c + it')| for all |t'| >= t (see sg_envelope_constants).
 
@@ -404,6 +424,18 @@ class SubsampledLaplace(Mechanism):
         from ._numerics import complex_logsumexp
 
         return complex_logsumexp(terms, axis=0).reshape(s.shape)
+
+    def pld_cell_masses(self, edges: np.ndarray, direction: str = "remove"):
+        """Cells of the loss: the two atoms (``pld_atoms``, on-edge atoms go below) plus the closed-form
+        masses of the continuous part over the inverse image of each cell (``mechanisms._cells.sl_cells``;
+        per-cell error bounds)."""
+        check_direction(direction)
+        from ._cells import atoms_cell_masses, check_edges, sl_cells
+
+        e = check_edges(edges)
+        ma, ea = atoms_cell_masses(e, *self.pld_atoms(direction))
+        mc, ec = sl_cells(e, self.sample_rate, self.a, direction == "add")
+        return ma + mc, ea + ec + 2.0**-53 * (ma + mc)
 
     def log_envelope_fn(self, c: float, direction: str = "remove"):
         """t -> log bound on |C(c + it')|, |t'| >= t: min(C(c), 1.1 (f(lo) + f(hi) + TV f) / t)."""

@@ -1,0 +1,587 @@
+"""Discretised-PLD route (conversions.pld) and the ``pld_cell_masses`` hook, against independent references.
+
+References: mpmath closed forms (Gaussian profile, normal CDFs of the inverse-image cells), exact
+enumeration (randomized response, (eps, delta) blocks), the exact k-fold Laplace profile of
+``tests.reference``, and mpmath quadrature for the subsampled Gaussian (one and two steps).
+"""
+
+from __future__ import annotations
+
+import math
+
+import mpmath as mp
+import numpy as np
+import pytest
+
+from conversions import pld
+from mechanisms.gaussian import Gaussian
+from mechanisms.laplace import Laplace
+from mechanisms.randomized_response import ApproxDP, PureDP, RandomizedResponse
+from mechanisms.subsampled import PoissonSubsampled, SubsampledGaussian
+from tests import reference as R
+
+# ----------------------------------------------------------------------------- mpmath helpers
+
+
+def _ncdf_diff(a, b):
+    """P(a < Z <= b) for Z ~ N(0, 1) in mpmath, on the accurate side (no cancellation in tails)."""
+    if a >= 0:
+        return mp.ncdf(-a) - mp.ncdf(-b)
+    return mp.ncdf(b) - mp.ncdf(a)
+
+
+def _sg_ref_cells(edges, q, sigma, sens, direction):
+    """Cells of the subsampled-Gaussian loss by mpmath: inverse image of each cell in x, normal CDFs."""
+    mu = mp.mpf(sens) / mp.mpf(sigma)
+    q = mp.mpf(q)
+
+    def xinv(l):  # l(x) = log(1 - q + q exp(mu x - mu^2/2)) = l
+        v = (mp.exp(mp.mpf(l)) - (1 - q)) / q
+        return -mp.inf if v <= 0 else (mp.log(v) + mu**2 / 2) / mu
+
+    out = []
+    if direction == "remove":
+        xs = [-mp.inf] + [xinv(e) for e in edges] + [mp.inf]
+        for a, b in zip(xs[:-1], xs[1:], strict=True):
+            out.append((1 - q) * _ncdf_diff(a, b) + q * _ncdf_diff(a - mu, b - mu))
+    else:  # L = -l(x), x ~ N(0, 1): L in (e_{i-1}, e_i]  <=>  x in [x(-e_i), x(-e_{i-1}))
+        xs = [mp.inf] + [xinv(-e) for e in edges] + [-mp.inf]
+        for a, b in zip(xs[:-1], xs[1:], strict=True):
+            out.append(_ncdf_diff(b, a))
+    return out
+
+
+def _check_cells(m, err, ref):
+    m = np.asarray(m)
+    err = np.broadcast_to(np.asarray(err, dtype=float), m.shape) if np.ndim(err) else None
+    tot_dev = mp.mpf(0)
+    for i, (a, b) in enumerate(zip(m, ref, strict=True)):
+        dev = abs(mp.mpf(float(a)) - b)
+        tot_dev += dev
+        if err is not None:
+            assert dev <= err[i], (i, float(a), float(b), float(err[i]))
+            # the error bounds are honest but not absurd: relative 1e-9 or the subnormal floor
+            assert err[i] <= 1e-9 * float(b) + 1e-299, (i, float(err[i]), float(b))
+    return tot_dev
+
+
+# ----------------------------------------------------------------------------- cell masses
+
+
+@pytest.mark.parametrize("q,sigma,sens", [(0.01, 1.1, 1.0), (0.001, 0.5, 1.0), (0.3, 2.0, 3.0),
+                                          (0.9, 0.7, 1.0)])
+@pytest.mark.parametrize("direction", ["remove", "add"])
+def test_subsampled_gaussian_cells_match_mpmath(q, sigma, sens, direction):
+    mp.mp.dps = 80
+    m = SubsampledGaussian(sigma, q, sens)
+    fine = np.linspace(-0.02, 0.02, 41)  # the near-atomic band around log(1 - q) / -log(1 - q)
+    wide = np.linspace(0.02, 12.0, 25)[1:]  # up to tails ~1e-40 and below
+    edges = np.concatenate([fine, wide]) if direction == "remove" else np.concatenate([-wide[::-1], fine])
+    masses, err = m.pld_cell_masses(edges, direction)
+    assert masses.shape == (edges.size + 1,)
+    ref = _sg_ref_cells(edges, q, sigma, sens, direction)
+    _check_cells(masses, err, ref)
+    assert abs(masses.sum() - 1.0) < 1e-13
+
+
+def test_subsampled_gaussian_cells_edge_cases():
+    edges = np.array([-0.5, 0.0, 0.25, 1.0])
+    m0, e0 = SubsampledGaussian(1.0, 0.0).pld_cell_masses(edges)  # L = 0 a.s.: the atom sits on an edge
+    assert m0.tolist() == [0.0, 1.0, 0.0, 0.0, 0.0] and np.all(np.asarray(e0) <= 1e-15)
+    # q = 1 is the Gaussian mechanism
+    m1, _ = SubsampledGaussian(0.8, 1.0, 2.0).pld_cell_masses(edges, "add")
+    mg, _ = Gaussian(0.8, 2.0).pld_cell_masses(edges)
+    assert np.allclose(m1, mg, rtol=1e-14, atol=0)
+    # every mass below the lower end of the remove loss log(1 - q) is zero
+    m2, _ = SubsampledGaussian(1.0, 0.1).pld_cell_masses(np.array([-0.2, math.log1p(-0.1)]))
+    assert m2[0] == 0.0 and m2[1] == 0.0 and m2[2] == 1.0
+
+
+def test_gaussian_cells_match_mpmath_including_tiny_tails():
+    mp.mp.dps = 60
+    g = Gaussian(1.3, 0.7)
+    mu = mp.mpf(0.7) / mp.mpf(1.3)
+    edges = np.linspace(-12.0, 12.0, 241)  # z up to ~22: masses down to ~1e-108
+    m, err = g.pld_cell_masses(edges)
+    zs = [-mp.inf] + [(mp.mpf(float(e)) - mu**2 / 2) / mu for e in edges] + [mp.inf]
+    ref = [_ncdf_diff(a, b) for a, b in zip(zs[:-1], zs[1:], strict=True)]
+    _check_cells(m, err, ref)
+    assert min(float(r) for r in ref) < 1e-100
+
+
+def test_laplace_cells_match_quadrature_and_atoms():
+    mp.mp.dps = 40
+    a = 0.8  # sensitivity / scale
+    lap = Laplace(1.25, 1.0)
+    edges = np.array([-1.0, -0.8, -0.3, 0.0, 0.1, 0.79, 0.8, 2.0])  # atoms at -0.8 and 0.8 sit on edges
+    m, err = lap.pld_cell_masses(edges)
+
+    def dens(l):
+        return mp.exp((l - a) / 2) / 4
+
+    A = mp.mpf(a)
+    ref = []
+    ext = [-mp.inf] + [mp.mpf(float(e)) for e in edges] + [mp.inf]
+    for lo, hi in zip(ext[:-1], ext[1:], strict=True):
+        c_lo, c_hi = max(lo, -A), min(hi, A)
+        v = mp.quad(dens, [c_lo, c_hi]) if c_hi > c_lo else mp.mpf(0)
+        if lo < -A <= hi:
+            v += mp.exp(-A) / 2
+        if lo < A <= hi:
+            v += mp.mpf(1) / 2
+        ref.append(v)
+    _check_cells(m, err, ref)
+    assert m[1] > mp.exp(-A) / 2 * 0.999  # the atom -a (on an edge) is in (-1, -0.8]
+    assert m[6] > 0.5  # the atom a = 0.8 (on an edge) is in (0.79, 0.8]
+    assert abs(m.sum() - 1.0) < 1e-14
+
+
+@pytest.mark.parametrize("mech,atoms", [
+    (RandomizedResponse(1.0, 3),
+     [(1.0, math.e / (math.e + 2)), (-1.0, 1 / (math.e + 2)), (0.0, 1 / (math.e + 2))]),
+    (PureDP(0.5), [(0.5, 1 / (1 + math.exp(-0.5))), (-0.5, 1 / (1 + math.exp(0.5)))]),
+    (ApproxDP(0.5, 1e-3),
+     [(0.5, (1 - 1e-3) / (1 + math.exp(-0.5))), (-0.5, (1 - 1e-3) / (1 + math.exp(0.5)))]),
+])
+def test_atomic_cells_exact(mech, atoms):
+    edges = np.array([-0.5, 0.0, 0.2, 0.5])
+    m, err = mech.pld_cell_masses(edges)
+    ref = np.zeros(5)
+    for loss, w in atoms:
+        ref[int(np.searchsorted(edges, loss, side="left"))] += w  # on an edge: the cell below
+    assert np.allclose(m, ref, rtol=1e-15, atol=0)
+    assert abs(m.sum() - (1 - mech.infinite_loss_mass)) < 1e-15
+
+
+def test_cells_bad_input_and_unavailable():
+    g = Gaussian(1.0)
+    with pytest.raises(ValueError, match="sorted"):
+        g.pld_cell_masses(np.array([1.0, 0.0]))
+    with pytest.raises(ValueError, match="length"):
+        g.pld_cell_masses(np.array([]))
+    with pytest.raises(ValueError, match="finite"):
+        g.pld_cell_masses(np.array([0.0, np.inf]))
+    with pytest.raises(ValueError, match="direction"):
+        g.pld_cell_masses(np.array([0.0]), "both")
+    assert PoissonSubsampled(Gaussian(1.0), 0.1).pld_cell_masses(np.array([0.0])) is None
+
+
+# ----------------------------------------------------------------------------- route: Gaussian
+
+
+@pytest.mark.parametrize("sigma,k,eps", [(1.0, 1, 0.5), (2.0, 1, 3.0), (0.7, 1, 4.0), (3.0, 10, 1.0),
+                                         (5.0, 100, 1.5), (20.0, 1000, 1.0), (1.0, 4, 8.0)])
+def test_gaussian_delta_bracket_contains_closed_form(sigma, k, eps):
+    b = pld.pld_delta_bounds([(Gaussian(sigma), k)], eps)
+    ref = R.gaussian_delta(eps, math.sqrt(k) / sigma)
+    assert b.lower <= ref <= b.upper, (b.lower, ref, b.upper)
+    # width T Delta in loss: large T needs more points than the cap (the contour route's regime)
+    assert b.upper - b.lower <= (5e-2 if b.details["capped"] else 2e-3) * ref, (b.lower, ref, b.upper)
+
+
+@pytest.mark.parametrize("sigma,k,delta", [(1.0, 1, 1e-5), (2.0, 10, 1e-10), (0.8, 1, 1e-12),
+                                           (10.0, 1000, 1e-6), (4.0, 3, 1e-12)])
+def test_gaussian_epsilon_bracket_contains_closed_form(sigma, k, delta):
+    b = pld.pld_epsilon_bounds([(Gaussian(sigma), k)], delta)
+    ref = R.gaussian_epsilon(delta, math.sqrt(k) / sigma)
+    assert b.lower <= ref <= b.upper, (b.lower, ref, b.upper)
+    tol = 5e-2 if b.details["capped"] else 1e-3
+    assert b.upper - b.lower <= max(tol * b.upper, 1e-4) * 1.001, (b.lower, b.upper, b.details)
+
+
+def test_gaussian_mixed_ledger_is_one_gaussian():
+    # N(0, 2^2) once and N(0, 4^2) five times: mu^2 = 1/4 + 5/16
+    ents = [(Gaussian(2.0), 1), (Gaussian(4.0), 5)]
+    mu = math.sqrt(0.25 + 5 / 16)
+    for eps in (0.3, 2.0):
+        b = pld.pld_delta_bounds(ents, eps)
+        ref = R.gaussian_delta(eps, mu)
+        assert b.lower <= ref <= b.upper
+        assert b.upper - b.lower <= 2e-3 * ref
+
+
+# ----------------------------------------------------------------------------- route: lattices, Laplace
+
+
+@pytest.mark.parametrize("eps0,k,eps", [(0.5, 1, 0.2), (0.5, 7, 1.2), (0.1, 50, 0.35), (1.0, 20, 3.0)])
+def test_randomized_response_bracket_contains_enumeration(eps0, k, eps):
+    ref = R.rr_delta_enumerate(eps, eps0, k)
+    for mech in (RandomizedResponse(eps0), PureDP(eps0)):
+        b = pld.pld_delta_bounds([(mech, k)], eps)
+        assert b.lower <= ref <= b.upper, (b.lower, ref, b.upper)
+
+
+def test_approx_dp_bracket_contains_kov():
+    for eps0, d0, k, eps in [(0.3, 1e-6, 10, 2.0), (1.0, 1e-4, 3, 1.5)]:
+        ref = R.kov_delta(eps, eps0, d0, k)
+        b = pld.pld_delta_bounds([(ApproxDP(eps0, d0), k)], eps)
+        assert b.lower <= ref <= b.upper, (b.lower, ref, b.upper)
+        e = pld.pld_epsilon_bounds([(ApproxDP(eps0, d0), k)], 2 * ref)
+        assert R.kov_delta(e.upper, eps0, d0, k) <= 2 * ref
+
+
+@pytest.mark.parametrize("scale,eps", [(1.0, 0.3), (0.5, 1.0), (2.0, 0.0)])
+def test_laplace_one_use_closed_form(scale, eps):
+    # delta = 1 - e^{(eps - a)/2} on [0, a] (spec 02), checked by mpmath quadrature of the loss measure
+    a = 1.0 / scale
+    ref = R.laplace_delta_single(eps, scale)
+    quad = mp.mpf(0.5) * (1 - mp.exp(eps - a)) + mp.quad(
+        lambda l: (1 - mp.exp(eps - l)) * mp.exp((l - a) / 2) / 4, [eps, a])
+    assert abs(quad - ref) < 1e-15
+    b = pld.pld_delta_bounds([(Laplace(scale), 1)], eps)
+    assert b.lower <= ref <= b.upper and b.upper - b.lower <= 2e-3 * ref
+
+
+def test_laplace_composed_exact_profile():
+    ref = R.laplace_delta(2.0, 1.0, 5)
+    b = pld.pld_delta_bounds([(Laplace(1.0), 5)], 2.0)
+    assert b.lower <= ref <= b.upper and b.upper - b.lower <= 2e-3 * ref
+
+
+# ----------------------------------------------------------------------------- route: subsampled Gaussian
+
+
+def _sg_delta2(eps, q, sigma, direction):
+    """Two-step profile: delta_2(eps) = E_{x1 ~ P}[delta_1(eps - L(x1))] by mpmath quadrature in x1,
+    with the exact one-step profile delta_1 of tests.reference (both directions)."""
+    mp.mp.dps = 20
+    s2 = mp.mpf(sigma) ** 2
+    qq = mp.mpf(q)
+
+    def ell(x):
+        return mp.log(1 - qq + qq * mp.exp((2 * x - 1) / (2 * s2)))
+
+    def d1(e):
+        return R.subsampled_gaussian_delta_single(e, q, sigma, direction, dps=20, as_mpf=True)
+
+    def npdf(x, m=0):
+        return mp.npdf(x, m, mp.sqrt(s2))
+
+    if direction == "remove":
+        def f(x):
+            return ((1 - qq) * npdf(x) + qq * npdf(x, 1)) * d1(eps - ell(x))
+    else:
+        def f(x):
+            return npdf(x) * d1(eps + ell(x))
+    pts = [-mp.inf, -10 * mp.sqrt(s2), -2, 0, 0.5, 1, 2, 4, 10 * mp.sqrt(s2) + 1, mp.inf]
+    return mp.quad(f, pts)
+
+
+@pytest.mark.parametrize("direction,q,sigma,eps", [
+    ("remove", 0.01, 1.1, 0.1), ("remove", 0.2, 0.8, 1.0), ("remove", 0.001, 0.5, 1.5),
+    # the add loss is below -log(1 - q): eps inside its support
+    ("add", 0.01, 1.1, 0.005), ("add", 0.2, 0.8, 0.1), ("add", 0.001, 0.5, 0.0005), ("add", 0.5, 1.0, 0.3)])
+def test_subsampled_gaussian_one_step(direction, q, sigma, eps):
+    ref = R.subsampled_gaussian_delta_single(eps, q, sigma, direction)
+    b = pld.pld_delta_bounds([(SubsampledGaussian(sigma, q), 1)], eps, direction)
+    assert b.lower <= ref <= b.upper, (b.lower, ref, b.upper)
+    assert b.upper - b.lower <= 2e-3 * ref, (b.lower, ref, b.upper)
+
+
+def test_subsampled_gaussian_sensitivity_scales_sigma():
+    ref = R.subsampled_gaussian_delta_single(0.5, 0.05, 0.6)  # sigma / sensitivity = 0.6
+    b = pld.pld_delta_bounds([(SubsampledGaussian(1.8, 0.05, 3.0), 1)], 0.5)
+    assert b.lower <= ref <= b.upper
+
+
+@pytest.mark.parametrize("direction", ["remove", "add"])
+def test_subsampled_gaussian_two_steps_quadrature(direction):
+    q, sigma = 0.05, 0.9
+    eps = 0.4 if direction == "remove" else 0.05
+    ref = _sg_delta2(eps, q, sigma, direction)
+    assert ref > 1e-8
+    b = pld.pld_delta_bounds([(SubsampledGaussian(sigma, q), 2)], eps, direction)
+    assert b.lower <= ref <= b.upper, (b.lower, ref, b.upper)
+    assert b.upper - b.lower <= 2e-3 * ref
+
+
+def _eps_single(delta, q, sigma):
+    """eps(delta) of one subsampled-Gaussian step (remove) by mpmath bisection on the exact profile."""
+    lo, hi = mp.mpf(0), mp.mpf(5)
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        if R.subsampled_gaussian_delta_single(mid, q, sigma, "remove", dps=30, as_mpf=True) > delta:
+            lo = mid
+        else:
+            hi = mid
+    return float((lo + hi) / 2)
+
+
+# (q, sigma, T, reference eps at delta = 1e-5, add/remove max = remove); spec 08 section 1 table
+# (6 digits; the T = 1 row is recomputed exactly here)
+TABLE = [(0.01, 1.1, 1, None), (0.01, 1.1, 10, 0.271736), (0.001, 1.0, 100, 0.055165),
+         (0.001, 0.5, 100, 2.108645)]
+
+
+@pytest.mark.parametrize("q,sigma,T,ref", TABLE)
+def test_near_atomic_table(q, sigma, T, ref):
+    if ref is None:
+        ref = _eps_single(1e-5, q, sigma)
+        assert abs(ref - 0.142291) < 1e-6
+        tol = 1e-12
+    else:
+        tol = 1e-6  # the table's rounding
+    up = pld.pld_epsilon_bounds([(SubsampledGaussian(sigma, q), T)], 1e-5, "remove")
+    add = pld.pld_epsilon_bounds([(SubsampledGaussian(sigma, q), T)], 1e-5, "add")
+    assert add.upper < up.lower  # remove dominates add for the Gaussian
+    assert up.lower - tol <= ref <= up.upper + tol, (up.lower, ref, up.upper)
+    width = up.upper - up.lower
+    if up.details["capped"]:
+        assert width <= 1e-2 * up.upper
+    else:
+        assert width <= max(1e-3 * up.upper, 1e-4) * 1.001, (up.lower, up.upper, up.details)
+
+
+def test_certified_eps_consistent_in_T():
+    m = SubsampledGaussian(1.1, 0.01)
+    lowers, uppers = [], []
+    for t in range(1, 21):
+        b = pld.pld_epsilon_bounds([(m, t)], 1e-5, rtol=3e-3)
+        lowers.append(b.lower)
+        uppers.append(b.upper)
+    # the true eps is non-decreasing in T: every certified upper bound is above all earlier lower bounds
+    run_max = np.maximum.accumulate(lowers)
+    assert np.all(run_max <= np.array(uppers))
+    # and the certified values themselves increase here (the brackets are far narrower than the steps)
+    assert np.all(np.diff(uppers) > 0) and np.all(np.diff(lowers) > 0)
+
+
+def test_tiny_deltas_keep_relative_accuracy():
+    g = Gaussian(3.0)
+    for eps in (8.0, 12.0):
+        ref = R.gaussian_delta(eps, 1 / 3.0 * math.sqrt(5))
+        b = pld.pld_delta_bounds([(g, 5)], eps)
+        assert ref < 1e-6
+        assert b.lower <= ref <= b.upper and b.upper - b.lower <= 2e-3 * ref
+
+
+# ----------------------------------------------------------------------------- API, bad input, cost
+
+
+def test_bad_input():
+    g = [(Gaussian(1.0), 1)]
+    with pytest.raises(ValueError, match="delta"):
+        pld.pld_epsilon_bounds(g, 0.0)
+    with pytest.raises(ValueError, match="delta"):
+        pld.pld_epsilon_bounds(g, 1.5)
+    with pytest.raises(ValueError, match="eps"):
+        pld.pld_delta_bounds(g, math.nan)
+    with pytest.raises(ValueError, match="rtol"):
+        pld.pld_delta_bounds(g, 1.0, rtol=0.0)
+    with pytest.raises(ValueError, match="max_points"):
+        pld.pld_delta_bounds(g, 1.0, max_points=10)
+    with pytest.raises(ValueError, match="direction"):
+        pld.pld_delta_bounds(g, 1.0, "sideways")
+    with pytest.raises(ValueError, match="count"):
+        pld.pld_delta_bounds([(Gaussian(1.0), -1)], 1.0)
+    with pytest.raises(TypeError):
+        pld.pld_delta_bounds([("gaussian", 1)], 1.0)
+    with pytest.raises(ValueError, match="pld_cell_masses"):
+        pld.pld_delta_bounds([(PoissonSubsampled(Gaussian(1.0), 0.1), 1)], 1.0)
+
+
+def test_applicable_and_cost():
+    assert pld.pld_applicable([(SubsampledGaussian(1.0, 0.01), 10), (Gaussian(2.0), 3)])
+    assert not pld.pld_applicable([(PoissonSubsampled(Gaussian(1.0), 0.1), 1)])
+    assert not pld.pld_applicable([])
+    few = pld.pld_cost([(SubsampledGaussian(1.1, 0.01), 10)])
+    many = pld.pld_cost([(SubsampledGaussian(1.1, 0.01), 1000)])
+    assert 0 < few < many < math.inf
+    assert pld.pld_cost([(PoissonSubsampled(Gaussian(1.0), 0.1), 1)]) == math.inf
+
+
+def test_capped_query_is_wider_but_certified():
+    m = SubsampledGaussian(1.1, 0.01)
+    b = pld.pld_epsilon_bounds([(m, 10)], 1e-5, max_points=1 << 12)
+    assert b.details["capped"]
+    assert b.lower <= 0.271736 + 1e-6 and b.upper >= 0.271736 - 1e-6
+
+
+def test_empty_ledger():
+    assert pld.pld_epsilon_bounds([], 1e-5).upper == 0.0
+    b = pld.pld_delta_bounds([], 0.5)
+    assert b.lower == b.upper == 0.0
+
+
+# ----------------------------------------------------------------------------- numerical constants
+
+
+@pytest.mark.parametrize("n", [1000, 1024, 1080, 2048])
+def test_fft_error_constant_holds(n):
+    """The FFT rounding constant c_N = 16 u (log2 N + 4) of conversions.pld, checked against a DFT in
+    extended precision (numpy longdouble, 64-bit mantissa): ||fft(x) - F x||_2 <= c_N sqrt(N) ||x||_2
+    and the same for the inverse transform."""
+    import scipy.fft as sfft
+
+    if np.finfo(np.longdouble).eps > 1e-18:
+        pytest.skip("no extended precision on this platform")
+    rng = np.random.default_rng(n)
+    for x in (rng.random(n), np.exp(-0.5 * ((np.arange(n) - n / 3) / (n / 50)) ** 2)):
+        x = x / x.sum()
+        xl = x.astype(np.longdouble)
+        ki = np.arange(n // 2 + 1)
+        ji = np.arange(n)
+        kj = np.outer(ki, ji) % n  # exact integer reduction: the longdouble angles stay below 2 pi
+        two_pi = 2 * np.arccos(np.longdouble(-1))
+        ang = -two_pi * kj.astype(np.longdouble) / n
+        ref_re = (np.cos(ang) * xl).sum(axis=1)
+        ref_im = (np.sin(ang) * xl).sum(axis=1)
+        got = sfft.rfft(x)
+        err2 = (got.real - ref_re) ** 2 + (got.imag - ref_im) ** 2
+        full = float(np.sqrt(2 * err2.sum()))
+        c_n = 16 * 2.0**-53 * (math.log2(n) + 4)
+        bound = c_n * math.sqrt(n) * float(np.sqrt((x * x).sum()))
+        assert full <= bound, (full, bound)
+        assert full <= bound / 20  # the factor-2 margin is far from binding in practice
+        # inverse: irfft of the computed spectrum vs the exact inverse of that spectrum
+        y = sfft.irfft(got, n)
+        zl_re = got.real.astype(np.longdouble)
+        zl_im = got.imag.astype(np.longdouble)
+        w = np.full(n // 2 + 1, 2.0, dtype=np.longdouble)
+        w[0] = 1
+        if n % 2 == 0:
+            w[-1] = 1
+        ang2 = two_pi * (np.outer(ji, ki) % n).astype(np.longdouble) / n
+        yref = ((np.cos(ang2) * (w * zl_re)) - (np.sin(ang2) * (w * zl_im))).sum(axis=1) / n
+        e_inv = float(np.sqrt(((y - yref) ** 2).sum()))
+        assert e_inv <= c_n * float(np.sqrt((y * y).sum())) * 1.01
+
+
+def test_cpow_error_bound():
+    """Binary powering z^k against mpmath: relative error <= (1 + sqrt5 u)^{k-1} - 1."""
+    mp.mp.dps = 40
+    rng = np.random.default_rng(1)
+    z = rng.random(200) * np.exp(2j * np.pi * rng.random(200))
+    for k in (2, 3, 7, 100, 1001, 65537):
+        got = pld._cpow(z, k)
+        rel = math.expm1((k - 1) * math.log1p(math.sqrt(5) * 2.0**-53)) * 1.01
+        for zi, gi in zip(z[:40], got[:40], strict=True):
+            exact = mp.mpc(zi.real, zi.imag) ** k
+            if abs(exact) > 1e-290:
+                assert abs(mp.mpc(gi.real, gi.imag) - exact) <= rel * abs(exact) * 1.0000001
+
+
+@pytest.mark.parametrize("direction,eps", [("remove", 6.0), ("remove", 8.0), ("remove", 9.5),
+                                           ("add", 0.2)])
+def test_subsampled_gaussian_tiny_delta(direction, eps):
+    # one step, q = 0.2, sigma = 0.7: delta(eps) from ~1e-7 down to ~1e-14 keeps its relative accuracy
+    q, sigma = 0.2, 0.7
+    ref = R.subsampled_gaussian_delta_single(eps, q, sigma, direction)
+    assert 0 < ref < 2e-3
+    b = pld.pld_delta_bounds([(SubsampledGaussian(sigma, q), 1)], eps, direction)
+    assert b.lower <= ref <= b.upper, (b.lower, ref, b.upper)
+    assert b.upper - b.lower <= 2e-3 * ref
+    e = pld.pld_epsilon_bounds([(SubsampledGaussian(sigma, q), 1)], ref, direction)
+    assert e.lower <= eps <= e.upper
+
+
+# ----------------------------------------------------------------------------- subsampled Laplace
+
+
+def _sl_parts(q, a, direction):
+    """mpmath description of the subsampled-Laplace loss under P: atoms and (density on (0,1), l(x))."""
+    q, a = mp.mpf(q), mp.mpf(a)
+
+    def ell(x):
+        return mp.log(1 - q + q * mp.exp(a * (2 * x - 1)))
+
+    l_lo, l_hi = ell(0), ell(1)
+    if direction == "remove":
+        atoms = [(l_lo, (1 - q) / 2 + q * mp.exp(-a) / 2), (l_hi, (1 - q) * mp.exp(-a) / 2 + q / 2)]
+
+        def dens(x):
+            return (1 - q) * a / 2 * mp.exp(-a * x) + q * a / 2 * mp.exp(-a * (1 - x))
+
+        return atoms, dens, ell
+    atoms = [(-l_lo, mp.mpf(1) / 2), (-l_hi, mp.exp(-a) / 2)]
+    return atoms, (lambda x: a / 2 * mp.exp(-a * x)), (lambda x: -ell(x))
+
+
+@pytest.mark.parametrize("direction", ["remove", "add"])
+def test_subsampled_laplace_cells_match_mpmath(direction):
+    from mechanisms.subsampled import SubsampledLaplace
+
+    mp.mp.dps = 40
+    q, scale, sens = 0.1, 0.8, 1.2
+    a = sens / scale
+    mech = SubsampledLaplace(scale, q, sens)
+    atoms, dens, loss = _sl_parts(q, a, direction)
+    edges = np.linspace(-1.5, 1.5, 31)
+    m, err = mech.pld_cell_masses(edges, direction)
+    # inverse image of each cell in x (loss monotone on (0, 1)) by mpmath root finding, then quadrature
+    sgn = 1 if direction == "remove" else -1
+
+    def xof(e):
+        lo_l, hi_l = loss(0), loss(1)
+        if sgn * (mp.mpf(e) - lo_l) <= 0:
+            return mp.mpf(0)
+        if sgn * (mp.mpf(e) - hi_l) >= 0:
+            return mp.mpf(1)
+        return mp.findroot(lambda x: loss(x) - mp.mpf(e), (mp.mpf(0), mp.mpf(1)), solver="bisect")
+
+    xs = [xof(e) for e in edges]
+    ref = []
+    ext = [-mp.inf] + [mp.mpf(float(e)) for e in edges] + [mp.inf]
+    for i, (lo, hi) in enumerate(zip(ext[:-1], ext[1:], strict=True)):
+        if sgn > 0:
+            u = mp.mpf(0) if i == 0 else xs[i - 1]
+            v = mp.mpf(1) if i == len(edges) else xs[i]
+        else:
+            u = mp.mpf(0) if i == len(edges) else xs[i]
+            v = mp.mpf(1) if i == 0 else xs[i - 1]
+        val = mp.quad(dens, [u, v]) if v > u else mp.mpf(0)
+        val += sum(w for l0, w in atoms if lo < l0 <= hi)
+        ref.append(val)
+    for i, (mi, ri) in enumerate(zip(m, ref, strict=True)):
+        assert abs(mp.mpf(float(mi)) - ri) <= err[i] + 1e-14 * ri, (i, float(mi), float(ri), err[i])
+    assert abs(m.sum() - 1.0) < 1e-14
+
+
+@pytest.mark.parametrize("direction,eps", [("remove", 0.3), ("remove", 0.45), ("add", 0.05)])
+def test_subsampled_laplace_one_step(direction, eps):
+    from mechanisms.subsampled import SubsampledLaplace
+
+    mp.mp.dps = 30
+    q, scale = 0.2, 0.7
+    atoms, dens, loss = _sl_parts(q, 1 / scale, direction)
+    e = mp.mpf(eps)
+    ref = sum(w * max(mp.mpf(0), 1 - mp.exp(e - l0)) for l0, w in atoms)
+    ref += mp.quad(lambda x: dens(x) * max(mp.mpf(0), 1 - mp.exp(e - loss(x))), mp.linspace(0, 1, 9))
+    b = pld.pld_delta_bounds([(SubsampledLaplace(scale, q), 1)], eps, direction)
+    assert b.lower <= ref <= b.upper, (b.lower, float(ref), b.upper)
+    assert b.upper - b.lower <= 2e-3 * ref
+
+
+def _atomic_mix_delta(eps, parts):
+    """delta(eps) of a composition of binary randomized responses (eps0, count) by full enumeration."""
+    import itertools
+
+    e = mp.mpf(eps)
+    dists = []
+    for eps0, cnt in parts:
+        p = 1 / (1 + mp.exp(-mp.mpf(eps0)))
+        dists += [((mp.mpf(eps0), p), (-mp.mpf(eps0), 1 - p))] * cnt
+    tot = mp.mpf(0)
+    for combo in itertools.product(*dists):
+        loss = sum(c[0] for c in combo)
+        w = mp.fprod(c[1] for c in combo)
+        if loss > e:
+            tot += w * (1 - mp.exp(e - loss))
+    return tot
+
+
+def test_mixed_lattice_ledger_near_the_top_of_the_support():
+    # bounded losses (max 4*0.3 + 3*0.5 = 2.7); small delta puts eps close to the top, where the
+    # lower bound is not monotone in eps (its error terms grow at small eps)
+    mp.mp.dps = 30
+    parts = [(0.3, 4), (0.5, 3)]
+    ents = [(RandomizedResponse(0.3), 4), (PureDP(0.5), 3)]
+    for eps in (0.5, 2.0, 2.5):
+        ref = _atomic_mix_delta(eps, parts)
+        b = pld.pld_delta_bounds(ents, eps)
+        assert b.lower <= ref <= b.upper, (eps, b.lower, ref, b.upper)
+    for delta in (1e-3, 1e-5):
+        e = pld.pld_epsilon_bounds(ents, delta)
+        assert 0 < e.lower <= e.upper < 2.71 and e.upper - e.lower <= 1e-3 * e.upper * 1.001
+        assert _atomic_mix_delta(e.upper, parts) <= delta
+        assert _atomic_mix_delta(e.lower, parts) > delta
