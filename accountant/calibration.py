@@ -37,7 +37,7 @@ def _dpsgd_eps(sigma: float, sample_rate: float, steps: int, delta: float, metho
 
 
 def _default_method(method: str | None) -> str:
-    return "cf" if method is None else method
+    return "auto" if method is None else method
 
 
 def _bisect_log(f: Callable[[float], bool], lo: float, hi: float, rtol: float) -> tuple[float, float]:
@@ -59,7 +59,8 @@ def calibrate_sigma(target_epsilon: float, delta: float, sample_rate: float, ste
     sigma * (1 - rtol) gives epsilon > target).
 
     A bracket is found with the fast RDP route (its epsilon is an upper bound of the tighter route's,
-    so the RDP-calibrated sigma is a valid upper end), then refined with ``method`` ("cf" by default).
+    so the RDP-calibrated sigma is a valid upper end), then refined with ``method`` ("auto" by default:
+    the tightest certified route, chosen per evaluation).
     """
     target = V.real("target_epsilon", target_epsilon, low=0.0, low_open=True)
     delta = V.delta(delta)

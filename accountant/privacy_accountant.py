@@ -26,9 +26,6 @@ METHODS = routes.methods()
 # certified lower bound on the truth: no valid bound from another route can be smaller than that
 # lower bound, so the remaining routes could improve the answer by less than this fraction.
 AUTO_SKIP_RTOL = 1e-6
-# a route that deferred itself (its plan predicted a capped, wide answer) is run in full only if the
-# certified bracket of the routes after it is wider than this (relative)
-DEFER_RTOL = 1e-3
 # budget allowance search: from the RDP-certified count, at most this many doublings, then an exact
 # bisection (a few tight queries once, then O(1) checks); the RDP head start uses these orders
 _ALLOWANCE_DOUBLINGS = 16
@@ -305,15 +302,18 @@ class PrivacyAccountant:
         queue = [(r, False) for r in routes.applicable(self._ledger) if r.name not in routes.AUTO_EXCLUDED]
         while queue:
             route, was_deferred = queue.pop(0)
+            best_val = min((r.upper for r in results.values()), default=math.inf)
+            if was_deferred and math.isfinite(best_val) and not compare:
+                # its plan predicted a capped contour: a finite certified answer from the routes after it
+                # is kept (re-running it would cost its whole work limit for a bracket predicted wide)
+                skipped.append(route.name)
+                continue
             if results and not compare and lower is not None:
-                best_val = min(r.upper for r in results.values())
-                gap = best_val - lower
-                tol = DEFER_RTOL if was_deferred else AUTO_SKIP_RTOL
-                if gap <= tol * abs(best_val):
+                if best_val - lower <= AUTO_SKIP_RTOL * abs(best_val):
                     skipped.append(route.name)
                     continue
             # a route that predicts an expensive, wide answer gives way to the next one, and is run in
-            # full afterwards only if the answers so far are not within DEFER_RTOL
+            # full afterwards only if no route after it gave a finite certified answer
             ctx.skip_if_capped = (not compare and not was_deferred
                                   and any(getattr(r, "numerical", False) for r, _ in queue))
             try:
@@ -321,6 +321,9 @@ class PrivacyAccountant:
             except routes.RouteDeferred as exc:
                 notes.append(f"{route.name} deferred ({exc})")
                 queue.insert(min(1, len(queue)), (route, True))
+                continue
+            except routes.RouteUnavailable as exc:
+                notes.append(f"{route.name} unavailable ({exc})")
                 continue
             finally:
                 ctx.skip_if_capped = False

@@ -139,9 +139,9 @@ def test_cli_compare_lists_every_route(capsys):
     fast = json.loads(capsys.readouterr().out)
     assert main(args + ["--compare"]) == 0
     full = json.loads(capsys.readouterr().out)
-    assert set(full["candidates"]) == {"cf", "rdp"}
+    assert set(full["candidates"]) == {"cf", "pld", "rdp"}
     assert full["epsilon"] == min(full["candidates"].values()) == fast["epsilon"]
-    assert fast["details"]["skipped_routes"] == "rdp"
+    assert fast["details"]["skipped_routes"] == "pld,rdp"
 
 
 def test_cli_bad_arguments_exit_2(capsys):
