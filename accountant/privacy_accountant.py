@@ -26,6 +26,8 @@ METHODS = routes.methods()
 # certified lower bound on the truth: no valid bound from another route can be smaller than that
 # lower bound, so the remaining routes could improve the answer by less than this fraction.
 AUTO_SKIP_RTOL = 1e-6
+# work limit of the contour route under "auto" (~2-4 s; explicit method="cf" gets the route's default)
+AUTO_WORK_LIMIT = 2.5e7
 # budget allowance search: from the RDP-certified count, at most this many doublings, then an exact
 # bisection (a few tight queries once, then O(1) checks); the RDP head start uses these orders
 _ALLOWANCE_DOUBLINGS = 16
@@ -295,6 +297,7 @@ class PrivacyAccountant:
             if not self._ledger:
                 return method, routes.empty_ledger_bracket(query, value), {}
             return method, run(self._route_by_name(method)), {}
+        ctx.work_limit = AUTO_WORK_LIMIT  # auto has other routes to fall back on: a tighter limit
         results: dict[str, Bracket] = {}
         skipped: list[str] = []
         notes: list[str] = []
@@ -308,7 +311,7 @@ class PrivacyAccountant:
                 # is kept (re-running it would cost its whole work limit for a bracket predicted wide)
                 skipped.append(route.name)
                 continue
-            if results and not compare and lower is not None:
+            if results and not compare and lower is not None and math.isfinite(best_val):
                 if best_val - lower <= AUTO_SKIP_RTOL * abs(best_val):
                     skipped.append(route.name)
                     continue

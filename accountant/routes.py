@@ -43,6 +43,8 @@ class QueryContext:
     #: set by ``method="auto"`` when a later numerical route exists: a route whose plan predicts a
     #: capped (slow and wide) answer may raise :class:`RouteDeferred` instead of running
     skip_if_capped: bool = False
+    #: work limit (contour units) of a numerical route's query; None: the route's own default
+    work_limit: float | None = None
 
 
 class RouteDeferred(Exception):
@@ -161,7 +163,7 @@ class CharacteristicFunctionRoute:
         try:
             return self._worst(ledger, [
                 contour.epsilon_bounds(self._pld(ledger, d, ctx), delta, ctx.rtol,
-                                       skip_if_capped=ctx.skip_if_capped)
+                                       skip_if_capped=ctx.skip_if_capped, work_limit=ctx.work_limit)
                 for d in directions(ledger)])
         except contour.WouldBeCapped as exc:
             raise RouteDeferred(str(exc)) from None
@@ -170,7 +172,7 @@ class CharacteristicFunctionRoute:
         try:
             return self._worst(ledger, [
                 contour.delta_bounds(self._pld(ledger, d, ctx), epsilon, ctx.rtol,
-                                     skip_if_capped=ctx.skip_if_capped)
+                                     skip_if_capped=ctx.skip_if_capped, work_limit=ctx.work_limit)
                 for d in directions(ledger)])
         except contour.WouldBeCapped as exc:
             raise RouteDeferred(str(exc)) from None
@@ -194,9 +196,17 @@ class DiscretisedPLDRoute:
     def _rtol(self, ctx: QueryContext) -> float:
         return max(ctx.rtol, self.PLD_RTOL)
 
-    @staticmethod
-    def _check(ledger: Ledger, ctx: QueryContext) -> list:
+    #: the route evaluates each mechanism's MGF a few dozen times (tilt and window planning): beyond this
+    #: cost hint per call (units of ``Mechanism.mgf_cost``) it declines instead of working for minutes
+    MAX_MGF_COST = 1e6
+
+    @classmethod
+    def _check(cls, ledger: Ledger, ctx: QueryContext) -> list:
         items = ledger.items()
+        costly = [m for m, _ in items if m.mgf_cost(0.0) > cls.MAX_MGF_COST]
+        if costly:
+            raise RouteUnavailable(f"{costly[0].describe()}: its loss distribution is too costly to evaluate "
+                                   "for the discretised PLD")
         key = ("pld_applicable",)
         if key not in ctx.cache:
             ctx.cache[key] = pld.pld_applicable(items)
@@ -205,15 +215,20 @@ class DiscretisedPLDRoute:
                                    "of every mechanism (pld_cell_masses)")
         return items
 
-    def epsilon(self, ledger: Ledger, delta: float, ctx: QueryContext) -> Bracket:
+    def _run(self, fn, ledger: Ledger, value: float, ctx: QueryContext) -> Bracket:
         items = self._check(ledger, ctx)
-        res = [pld.pld_epsilon_bounds(items, delta, d, self._rtol(ctx)) for d in directions(ledger)]
+        try:
+            res = [fn(items, value, d, self._rtol(ctx)) for d in directions(ledger)]
+        except (OverflowError, ZeroDivisionError) as exc:
+            # outside the range the discretisation handles (e.g. eps ~ 1e6): no answer, never a wrong one
+            raise RouteUnavailable(f"the discretised PLD overflowed at this query ({exc})") from None
         return CharacteristicFunctionRoute._worst(ledger, res)
 
+    def epsilon(self, ledger: Ledger, delta: float, ctx: QueryContext) -> Bracket:
+        return self._run(pld.pld_epsilon_bounds, ledger, delta, ctx)
+
     def delta(self, ledger: Ledger, epsilon: float, ctx: QueryContext) -> Bracket:
-        items = self._check(ledger, ctx)
-        res = [pld.pld_delta_bounds(items, epsilon, d, self._rtol(ctx)) for d in directions(ledger)]
-        return CharacteristicFunctionRoute._worst(ledger, res)
+        return self._run(pld.pld_delta_bounds, ledger, epsilon, ctx)
 
 
 class RDPRoute:

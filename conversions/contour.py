@@ -64,7 +64,7 @@ _U64 = 1.1102230246251565e-16
 # either is reached the query returns the best certified bracket it has (the Chernoff bound, or the
 # trivial one) with ``details["work_limit"]`` set: never a hang.
 QUERY_WORK_LIMIT = 1.0e8
-QUERY_TIME_LIMIT = 4.0
+QUERY_TIME_LIMIT = 30.0
 _EVAL_CHUNK = 4096  # nodes per mechanism call, so the meter is checked between chunks
 
 
@@ -735,19 +735,21 @@ _TINY = 5e-324  # the smallest positive double
 
 
 def delta_bounds(pld: ComposedPLD, eps: float, rtol: float = DEFAULT_RTOL, *,
-                 skip_if_capped: bool = False) -> DeltaBounds:
+                 skip_if_capped: bool = False, work_limit: float | None = None) -> DeltaBounds:
     """Certified bracket on delta(eps) of the composed pair (one direction).
 
     ``skip_if_capped=True`` raises :class:`WouldBeCapped` after planning (no grid evaluated) when the
     contour would need more than the work cap (the router then prefers the discretised-PLD route).
-    Bounded work: past :data:`QUERY_WORK_LIMIT` (or :data:`QUERY_TIME_LIMIT`) the bracket is the
+    Bounded work: past ``work_limit`` (default :data:`QUERY_WORK_LIMIT`; or :data:`QUERY_TIME_LIMIT`,
+    a wall-clock backstop for mechanisms whose cost hints are off) the bracket is the
     Chernoff bound (or, if even that is too costly, the total-variation / trivial bound) with
     ``details["work_limit"] = True`` and a warning in ``details["warning"]``.
     """
-    pld.start_query()
+    limit = QUERY_WORK_LIMIT if work_limit is None else work_limit
+    pld.start_query(limit)
     try:
         res = _delta_bounds(pld, eps, rtol, skip_if_capped)
-        res.details["work"] = QUERY_WORK_LIMIT - pld._work_left
+        res.details["work"] = limit - pld._work_left
         return res
     except WorkLimitReached:
         pass
@@ -800,17 +802,18 @@ def _delta_bounds(pld: ComposedPLD, eps: float, rtol: float, skip_if_capped: boo
 
 
 def epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float = DEFAULT_RTOL, *,
-                   skip_if_capped: bool = False) -> EpsilonBounds:
+                   skip_if_capped: bool = False, work_limit: float | None = None) -> EpsilonBounds:
     """Certified eps(delta) for one direction: smallest eps >= 0 with delta_upper(eps) <= delta.
 
     ``skip_if_capped`` and bounded work as :func:`delta_bounds`: past the limits the answer is the
     optimised Chernoff bound (or ``inf`` when even that is too costly), with ``details["work_limit"]``
     and a warning.
     """
-    pld.start_query()
+    limit = QUERY_WORK_LIMIT if work_limit is None else work_limit
+    pld.start_query(limit)
     try:
         res = _epsilon_bounds(pld, delta, rtol, skip_if_capped)
-        res.details["work"] = QUERY_WORK_LIMIT - pld._work_left
+        res.details["work"] = limit - pld._work_left
         return res
     except WorkLimitReached:
         pass

@@ -165,5 +165,7 @@ def delta_from_rdp(rdp_fn: Callable[[np.ndarray], np.ndarray], eps: float, *, pu
     else:
         lval, arg = _orders_for(rdp_fn, lambda a, r: _log_delta_objective(a, r, eps, rule), alpha_max)
         d_rdp = min(1.0, math.exp(min(lval, 0.0)) * (1.0 + SAFETY_REL * (1.0 + abs(lval))))
+        if d_rdp == 0.0 and lval > -math.inf:
+            d_rdp = 5e-324  # the bound underflowed: certify the smallest positive double, never 0
     delta = inf_mass + (1.0 - inf_mass) * d_rdp
     return RDPConversion(min(delta, 1.0), arg, rule)
