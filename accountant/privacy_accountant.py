@@ -183,6 +183,11 @@ class PrivacyAccountant:
                              "(any number) or a single use of one Laplace mechanism")
         return form
 
+    def _mu_rel_err(self) -> float:
+        """Relative rounding error bound of the ledger's mu = sqrt(sum_j k_j mu_j^2) (each mu_j one
+        rounding, squaring, scaling, an n-term sum and the square root)."""
+        return (2.0 * len(self._ledger) + 8.0) * 2.0 ** -53
+
     def _eps_route(self, method: str, delta: float) -> _Route:
         led = self._ledger
         if not led:
@@ -190,7 +195,7 @@ class PrivacyAccountant:
         if method == "exact":
             kind, x = self._exact_form()
             if kind == "gaussian":
-                eps, err = gaussian_dp.gaussian_epsilon(delta, x)
+                eps, err = gaussian_dp.gaussian_epsilon(delta, x, self._mu_rel_err())
             else:
                 eps, err = laplace_dp.laplace_epsilon(delta, x)
             return _Route(eps, max(eps - err, 0.0), eps - err / 2, "exact",
@@ -227,12 +232,10 @@ class PrivacyAccountant:
         if method == "exact":
             kind, x = self._exact_form()
             if kind == "gaussian":
-                d = gaussian_dp.gaussian_delta(eps, x)
-                err = d * gaussian_dp.gaussian_error_factor(eps, x)
-            else:
-                d, err = laplace_dp.laplace_delta(eps, x)
-            return _Route(min(1.0, d + err), max(d - err, 0.0), d, "exact",
-                          {"mu" if kind == "gaussian" else "a": x})
+                lo, d, up = gaussian_dp.gaussian_delta_bounds(eps, x, self._mu_rel_err())
+                return _Route(up, lo, d, "exact", {"mu": x})
+            d, err = laplace_dp.laplace_delta(eps, x)
+            return _Route(min(1.0, d + err), max(d - err, 0.0), d, "exact", {"a": x})
         if method in ("rdp", "rdp_classic"):
             rule = "improved" if method == "rdp" else "classic"
             r = rdp_to_dp.delta_from_rdp(led.rdp, eps, pure_eps=led.pure_epsilon,

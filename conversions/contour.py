@@ -173,8 +173,8 @@ class ComposedPLD:
         if self.has_atoms:
             comp: atoms_mod.Atoms | None = atoms_mod.Atoms(np.array([0.0]), np.array([0.0]))
             log_fact = atoms_mod.shared_log_factorials(max(k for _, k in self.entries))
-            for j, ((l, w), (_, k)) in enumerate(zip(self._atoms_j, self.entries, strict=True)):
-                singles[j] = atoms_mod.single(l, w)
+            for j, ((l, w), (m, k)) in enumerate(zip(self._atoms_j, self.entries, strict=True)):
+                singles[j] = atoms_mod.single(l, w, m.log_mgf_error)
                 pk = powers[j, k] = atoms_mod.power(singles[j], k, log_fact)
                 comp = None if (pk is None or comp is None) else atoms_mod.convolve(comp, pk)
                 if comp is None:
@@ -619,55 +619,94 @@ class _Grid:
         return log_scale, s, trunc + a_up + a_lo + fp, trunc + fp
 
 
+def _exp_up(lx: float) -> float:
+    """An upper bound on e^{lx} (true value of the float lx), capped at 1: exp's rounding (< 1 ulp, also
+    for subnormal results) covered by a relative margin and one step up."""
+    if lx >= 0.0:
+        return 1.0
+    if lx == -math.inf:
+        return 0.0
+    return min(1.0, math.nextafter(math.exp(lx) * (1.0 + 4.0 * _U64), math.inf))
+
+
+def _exp_dn(lx: float) -> float:
+    """A lower bound on e^{lx}, in [0, 1]."""
+    if lx == -math.inf:
+        return 0.0
+    return max(0.0, math.nextafter(math.exp(min(lx, 0.0)) * (1.0 - 4.0 * _U64), 0.0))
+
+
+def _add_up(*xs: float) -> float:
+    """An upper bound on the exact sum of non-negative floats (each addition rounds by <= 1/2 ulp)."""
+    tot = math.fsum(xs)
+    return math.nextafter(tot, math.inf) if tot > 0.0 else 0.0
+
+
 def _combine(pld: ComposedPLD, grid: _Grid | None, eps: float) -> tuple[float, float, float, dict]:
     """(estimate, lower, upper) of delta(eps) for one direction.
 
-    delta = p_inf + delta_atoms (exact) + delta_R (contour, bracketed); delta_R >= 0 always.
+    delta = p_inf + delta_atoms (exact) + delta_R (contour, bracketed); delta_R >= 0 always.  Every
+    floating-point step rounds the upper end up and the lower end down (``_exp_up``, ``_exp_dn``,
+    the atoms' ``log_delta_bounds``); lower <= upper <= 1 always.
     """
-    def unscale(x: float) -> float:  # x * e^{log_scale}, clamped to [0, 1] without overflow
+    def unscale(x: float, up: bool) -> float:  # x * e^{log_scale} in [0, 1], rounded up or down
         if x <= 0.0:
             return 0.0
         lx = math.log(x) + log_scale
-        return 1.0 if lx >= 0.0 else math.exp(lx)
+        m = 2.0 * _U64 * (abs(math.log(x)) + abs(log_scale) + 1.0)  # rounding of the log and the sum
+        return _exp_up(lx + m) if up else _exp_dn(lx - m)
 
     log_floor = -math.inf
     if grid is not None:
         log_scale, s, lo_err, up_err = grid.delta_r(eps)
-        r_est, r_up, r_lo = unscale(s), unscale(s + up_err), unscale(s - lo_err)
-        if s + up_err > 0 and r_up == 0.0:
-            r_up = 5e-324  # never report 0 when the bound is merely below the float range
+        r_est, r_up, r_lo = unscale(s, False), unscale(s + up_err, True), unscale(s - lo_err, False)
         # exact parts whose whole mass is below e^-32 (1.3e-14) of the contour part are not
         # integrated (nor enumerated): their delta, between 0 and that mass, widens the bracket on the
         # upper side by a relative 1e-14 at most per part, far below the target accuracy
         if r_up > 0.0:
             log_floor = math.log(r_up) - 32.0
-    base = pld.p_inf
+    # p_inf = -expm1(log_keep): log_keep is a sum of k_j log1p(-p_j) (a few ulps each, relative)
+    p_up = p_lo = base = pld.p_inf
+    if base > 0.0:
+        p_up = base * (1.0 + 8.0 * _U64 * (len(pld.entries) + 2.0))
+        p_lo = base * (1.0 - 8.0 * _U64 * (len(pld.entries) + 2.0))
+    base_up, base_lo = [p_up], [p_lo]
     extra_up = extra_lo = 0.0
     if pld.atoms is not None and pld.atoms_exact:
         if pld.atoms_log_mass < log_floor:
-            extra_up = math.exp(pld.atoms_log_mass)
+            extra_up = _exp_up(pld.atoms_log_mass + pld.atoms.log_err + 1e-12)
         else:
             la = atoms_mod.log_delta(pld.atoms, eps)
             if la > -math.inf:
                 base += math.exp(la)
-        # pruned atoms (upper side) and merged losses (moved up by <= merge_shift: lower side)
+            # exact atoms bracketed: losses within loss_err (and merged ones moved up by merge_shift),
+            # log-masses within log_err, the kernel's rounding
+            a_lo, a_up = atoms_mod.log_delta_bounds(pld.atoms, eps)
+            base_up.append(_exp_up(a_up))
+            base_lo.append(_exp_dn(a_lo))
+        # pruned atoms (upper side)
         extra_up += pld.atoms.dropped_mass
-        extra_lo = pld.atoms.merge_shift
         if pld.closed_terms:
-            lf, f_up, f_lo = pieces_mod.log_delta(pld.closed_terms, eps, log_floor)
+            lf, f_up, _ = pieces_mod.log_delta(pld.closed_terms, eps, log_floor, side=1)
+            lf_lo, _, f_lo = pieces_mod.log_delta(pld.closed_terms, eps, log_floor, side=-1)
             if lf > -math.inf:
                 base += math.exp(lf)
+                base_up.append(_exp_up(lf))
+            if lf_lo > -math.inf:
+                base_lo.append(_exp_dn(lf_lo))
             extra_up += f_up
             extra_lo += f_lo
     details: dict = {}
+    b_up = _add_up(*base_up, extra_up)
+    b_lo = math.nextafter(max(math.fsum(base_lo) - extra_lo, 0.0), 0.0)
     if grid is None:
-        # float64 summation of the atoms: a few ulps of relative error, added on the safe side
-        rnd = 1e-14 * base
-        return base, max(base - extra_lo - rnd, 0.0), min(1.0, base + extra_up + rnd), details
+        upper = min(1.0, b_up)
+        lower = min(b_lo, upper)
+        return min(max(base, lower), upper), lower, upper, details
     details = {"c": grid.c, "h": grid.h, "nodes": int(grid.t.size), "U": grid.u_trunc,
                "error_rel": (r_up - r_lo) / max(base + r_est, 1e-300)}
-    upper = min(1.0, base * (1 + 1e-14) + r_up + extra_up)
-    lower = max(base * (1 - 1e-14) - extra_lo + r_lo, 0.0)
+    upper = min(1.0, _add_up(b_up, r_up))
+    lower = min(math.nextafter(b_lo + r_lo, 0.0) if b_lo + r_lo > 0.0 else 0.0, upper)
     est = min(max(base + r_est, lower), upper)
     return est, lower, upper, details
 
