@@ -737,11 +737,21 @@ def delta_bounds(pld: ComposedPLD, eps: float, rtol: float = DEFAULT_RTOL) -> De
     if pld.tv_bound is not None and eps >= 0.0:
         up = min(up, pld.tv_bound)
         lo = min(lo, up)
-    # the Chernoff bound of the same pair is rigorous too: never certify anything weaker
+    # the Chernoff bound of the same pair is rigorous too: never certify anything weaker (its float
+    # evaluation is rounded up by a few ulps of the summands' size)
     log_ch = pld.chernoff_log_delta(c, eps) + pld.mgf_err
     if log_ch < 0.0:
-        up = min(up, pld.p_inf + math.exp(log_ch))
+        log_ch += _chernoff_margin(pld, c, eps)
+        up = min(up, _add_up(pld.p_inf * (1.0 + 64 * _U64), _exp_up(log_ch)))
+        lo = min(lo, up)
     return DeltaBounds(eps, min(max(est, lo), up), lo, up, pld.direction, det)
+
+
+def _chernoff_margin(pld: ComposedPLD, c: float, eps: float) -> float:
+    """Bound on the rounding error of the float Chernoff exponent log kappa(c) + log M(c) - c eps: a few
+    ulps of each summand (log M(c) = sum_j k_j log M_j(c), each term and the sum rounded)."""
+    mag = sum(k * abs(m.log_mgf_real(c, pld.direction)) for m, k in pld.entries)
+    return 16.0 * _U64 * (len(pld.entries) + 4.0) * (1.0 + abs(_log_kappa(c)) + mag + abs(c * eps))
 
 
 def epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float = DEFAULT_RTOL) -> EpsilonBounds:
@@ -878,7 +888,12 @@ def _chernoff_eps_opt(pld: ComposedPLD, d_fin: float) -> tuple[float, float]:
     # any c gives a rigorous bound; near the optimum the value is flat (an error x in log c costs
     # O(x^2)), and the exact root is found later on the contour: 1e-4 is ample
     x, fx = _minimize_bounded(f, math.log(1e-6), math.log(cmax), 1e-4)
-    return max(float(fx), 0.0), float(math.exp(x))
+    c = float(math.exp(x))
+    if fx >= 1e300:
+        return max(float(fx), 0.0), c
+    # round the float bound up: a few ulps of the exponent's summands, divided by c
+    margin = (_chernoff_margin(pld, c, 0.0) + 4.0 * _U64 * abs(ld)) / c
+    return max(float(fx) + margin + 4.0 * _U64 * abs(float(fx)), 0.0), c
 
 
 def _bracket_above(f_up, hi: float) -> float:
@@ -959,6 +974,32 @@ def _root_bracket(f, a: float, fa: float, b: float, fb: float, tol: float) -> fl
     return b
 
 
+def _snap_up(f_up, b: float) -> float:
+    """The smallest point of the grid g Z (g a power of two near 1e-11 max(1, b)) at or below ``b`` with
+    f_up <= 0 whose left neighbour has f_up > 0 (``b`` itself satisfies f_up(b) <= 0).
+
+    The root finders stop anywhere within their tolerance, so two queries at nearby delta could return
+    certified eps in the wrong order; on a fixed grid the answer is the first grid point of the set
+    {f_up <= 0}, which only grows with delta: eps(delta) is then non-increasing in delta (for the same
+    certified delta function, e.g. every purely atomic ledger)."""
+    if not (b > 0.0 and math.isfinite(b)):
+        return b
+    g = 2.0 ** math.ceil(math.log2(1e-11 * max(1.0, b)))
+    x = math.ceil(b / g) * g
+    for _ in range(8):  # (x >= b; f_up non-increasing: f_up(x) <= 0 up to rounding)
+        if f_up(x) <= 0.0:
+            break
+        x += g
+    else:
+        return b
+    for _ in range(8):
+        y = x - g
+        if y < 0.0 or f_up(y) > 0.0:
+            break
+        x = y
+    return x
+
+
 def _solve(pld, delta, up_fn, lo_fn, hi: float, details, slope: float) -> EpsilonBounds:
     """eps bracket from the certified (``up_fn``) and lower (``lo_fn``) delta brackets; ``hi`` and
     ``slope``: the optimised Chernoff bound and its line (start and slope of the root search)."""
@@ -970,7 +1011,7 @@ def _solve(pld, delta, up_fn, lo_fn, hi: float, details, slope: float) -> Epsilo
 
     if not math.isfinite(hi):
         hi = 1.0
-    eps_up = _upper_root_smooth(f_up, hi, slope)
+    eps_up = _snap_up(f_up, _upper_root_smooth(f_up, hi, slope))
     # lower bound: largest eps with delta_lower(eps) >= delta
     def f_lo(e):
         v = lo_fn(e)

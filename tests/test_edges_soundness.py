@@ -1,0 +1,162 @@
+"""Soundness at the edges (issue 12): certified bounds hold in the last digits.
+
+References are independent of the code under test: exact enumeration of the binomial lattice of
+randomized response / pure DP in mpmath (high precision), the mu-GDP closed form evaluated in mpmath
+from the exact sigmas, and mpmath sums / integrals for the plug-ins.
+"""
+
+from __future__ import annotations
+
+import math
+
+import mpmath as mp
+import numpy as np
+import pytest
+
+from accountant import PrivacyAccountant
+from mechanisms import Gaussian, PureDP, RandomizedResponse
+
+
+# ---------------------------------------------------------------------------------------------- refs
+def _binom_lattice_parts(eps_mech: float, k: int, eps: float, dps: int = 60):
+    """(delta, 1 - delta) of k-fold binary randomized response RR(eps_mech) at eps, exact in mpmath.
+
+    Loss (k - 2j) eps_mech with mass C(k, j) p^{k-j} q^j, p = e^e / (1 + e^e).  Terms far below the
+    largest (by 80 nats) are skipped: both sums are then exact to ~1e-30 relative.
+    """
+    with mp.workdps(dps):
+        e = mp.mpf(eps_mech)
+        lp, lq = -mp.log1p(mp.exp(-e)), -e - mp.log1p(mp.exp(-e))
+        E = mp.mpf(eps)
+        js = np.arange(k + 1)
+        # float screening of the window that matters for either sum
+        lpf, lqf = float(lp), float(lq)
+        from scipy.special import gammaln
+        logw = gammaln(k + 1.0) - gammaln(js + 1.0) - gammaln(k - js + 1.0) + (k - js) * lpf + js * lqf
+        loss = (k - 2.0 * js) * eps_mech
+        comp_f = logw + np.minimum(0.0, eps - loss)
+        keep = (logw > logw.max() - 80) | (comp_f > comp_f.max() - 80)
+        d = mp.mpf(0)
+        c = mp.mpf(0)
+        for j in js[keep]:
+            j = int(j)
+            lw = mp.log(mp.binomial(k, j)) + (k - j) * lp + j * lq
+            ll = (k - 2 * j) * e
+            w = mp.exp(lw)
+            if ll > E:
+                d += w * (1 - mp.exp(E - ll))
+                c += w * mp.exp(E - ll)
+            else:
+                c += w
+        return d, c
+
+
+def _gdp_delta(sigmas, eps, dps=60):
+    with mp.workdps(dps):
+        mu = mp.sqrt(sum(1 / mp.mpf(s) ** 2 for s in sigmas))
+        e = mp.mpf(eps)
+        return mp.ncdf(-e / mu + mu / 2) - mp.exp(e) * mp.ncdf(-e / mu - mu / 2)
+
+
+def _check_delta_cert(cert, exact, complement=None):
+    """lower <= exact <= upper exactly (mpmath comparison of the floats), lower <= upper <= 1."""
+    up, lo = cert.delta, cert.lower_bound
+    assert 0.0 <= up <= 1.0
+    with mp.workdps(400):
+        if complement is not None:  # exact = 1 - complement, compare without rounding
+            assert 1 - mp.mpf(up) <= complement, (up, complement)
+            if lo is not None:
+                assert 1 - mp.mpf(lo) >= complement, (lo, complement)
+        else:
+            assert mp.mpf(up) >= exact, (up, exact)
+            if lo is not None:
+                assert mp.mpf(lo) <= exact, (lo, exact)
+    if lo is not None:
+        assert lo <= up
+
+
+# ---------------------------------------------------------------------------------------------- item 1
+@pytest.mark.parametrize("method", ["cf", "auto"])
+def test_pure_dp_delta_near_one_upper_not_below_exact(method):
+    """PureDP(0.705956) x 1650 at eps = 111.182: exact delta = 1 - (far below 1e-12); the certified
+    upper bound was 0.9999999999988305 (below the truth)."""
+    acc = PrivacyAccountant().compose(PureDP(epsilon=0.705956), 1650)
+    cert = acc.certificate(epsilon=111.182, method=method)
+    d, c = _binom_lattice_parts(0.705956, 1650, 111.182)
+    assert c < mp.mpf("1e-12")
+    _check_delta_cert(cert, d, complement=c)
+
+
+def test_rr_large_composition_lower_bound_not_above_one():
+    """RandomizedResponse(0.722885) x 264751 at eps = 142.057: the lower bound was 1.000000000092."""
+    acc = PrivacyAccountant().compose(RandomizedResponse(epsilon=0.722885), 264751)
+    cert = acc.certificate(epsilon=142.057, method="cf")
+    assert cert.lower_bound <= 1.0 and cert.lower_bound <= cert.delta <= 1.0
+    # the exact complement is astronomically small: the lower bound must be at most 1 - it
+    d, c = _binom_lattice_parts(0.722885, 264751, 142.057, dps=40)
+    _check_delta_cert(cert, d, complement=c)
+
+
+@pytest.mark.parametrize("eps_mech,k,eps", [
+    (0.705956, 1650, 111.182), (0.3, 2000, 5.0), (1.2, 400, 30.0), (0.05, 3000, 1.0),
+    (2.5, 120, 200.0), (0.9, 700, 0.0), (0.722885, 2500, 60.0), (3.0, 60, 170.0),
+])
+def test_randomized_response_brackets_hold_against_exact_lattice(eps_mech, k, eps):
+    """Certified [lower, upper] of delta contains the exact binomial-lattice value (mpmath), in the
+    last digit, from delta ~ 1e-200 to delta ~ 1 - 1e-30."""
+    for mech in (RandomizedResponse(epsilon=eps_mech), PureDP(epsilon=eps_mech)):
+        cert = PrivacyAccountant().compose(mech, k).certificate(epsilon=eps, method="cf")
+        d, c = _binom_lattice_parts(eps_mech, k, eps)
+        if d > mp.mpf("0.5"):
+            _check_delta_cert(cert, d, complement=c)
+        else:
+            _check_delta_cert(cert, d)
+
+
+# a 3-entry Gaussian ledger with delta ~ 1e-260 .. 1e-300 at eps = 31.13, one with delta in the
+# subnormal range and one below the float range (the upper bound must not be 0)
+_GAUSS_LEDGERS = [
+    [2.2865101899284523, 2.4793870409245162, 1.5591499279338141],
+    [2.1440035327746516, 2.447542028340558, 1.5472691552639741],
+    [3.0245601649158838, 1.5042121067022214, 2.3907743881096026],
+    [1.6664682756077958, 1.5333812602311192, 1.5291199498496246],
+    [1.7417799196116128, 2.1653903707202584, 2.9429688151665365],
+    [1.7687284882248024, 3.1948674738744653, 3.0275492379532283],
+]
+
+
+@pytest.mark.parametrize("sigmas", _GAUSS_LEDGERS)
+@pytest.mark.parametrize("method", ["exact", "cf"])
+def test_gaussian_ledger_tiny_delta_bracket_holds(sigmas, method):
+    acc = PrivacyAccountant()
+    for s in sigmas:
+        acc.compose(Gaussian(sigma=s), 1)
+    exact = _gdp_delta(sigmas, 31.13)
+    cert = acc.certificate(epsilon=31.13, method=method)
+    _check_delta_cert(cert, exact)
+    assert cert.delta > 0.0  # the truth is > 0 even when it is below the float range
+
+
+def test_gaussian_closed_form_bounds_against_mpmath_grid():
+    from conversions.gaussian_dp import gaussian_delta_bounds
+
+    for mu in (0.01, 0.3, 1.0, 3.0, 20.0):
+        for eps in (0.0, 0.5, 2.0, 10.0, 40.0, 200.0):
+            lo, est, up = gaussian_delta_bounds(eps, mu)
+            with mp.workdps(60):
+                m, e = mp.mpf(mu), mp.mpf(eps)
+                ref = mp.ncdf(-e / m + m / 2) - mp.exp(e) * mp.ncdf(-e / m - m / 2)
+                assert mp.mpf(lo) <= ref <= mp.mpf(up), (mu, eps, lo, up, ref)
+
+
+def test_epsilon_is_monotone_in_delta_at_the_last_digits():
+    """eps(delta) certified by the same ledger never increases when delta increases by 1e-11."""
+    cases = [(RandomizedResponse(epsilon=0.3950487092832425), 2231, 2.0147815296859517e-11),
+             (PureDP(epsilon=0.7), 500, 1e-6)]
+    from mechanisms import Laplace
+    cases += [(Laplace(scale=18.36092382875413), 32, 1.8080192124430816e-06),
+              (Laplace(scale=9.65003058357092), 37, 2.2044974990556198e-10)]
+    for mech, k, d0 in cases:
+        acc = PrivacyAccountant().compose(mech, k)
+        es = [acc.epsilon(d0 * (1 + i * 1e-11), method="cf") for i in range(6)]
+        assert all(b <= a for a, b in zip(es, es[1:])), (mech, es)
