@@ -160,3 +160,38 @@ def test_epsilon_is_monotone_in_delta_at_the_last_digits():
         acc = PrivacyAccountant().compose(mech, k)
         es = [acc.epsilon(d0 * (1 + i * 1e-11), method="cf") for i in range(6)]
         assert all(b <= a for a, b in zip(es, es[1:])), (mech, es)
+
+
+# ---------------------------------------------------------------------------------------------- item 2
+@pytest.mark.parametrize("n,c", [
+    (10 ** 18, 1), (10 ** 18, 3), (2 ** 53 + 1, 2), (10 ** 8, 1), (10 ** 8, 300), (10 ** 8, 1000),
+    (5, 10), (1000, 600), (1000, 499), (1001, 500), (30, 15), (10 ** 6, 1500), (12, 6), (2 ** 60, 2000),
+    (3000, 1400), (3000, 1700),
+])
+def test_log_binom_sum_upper_and_accurate_against_mpmath(n, c):
+    from mechanisms.svt import log_binom_sum
+
+    got = log_binom_sum(n, c)
+    with mp.workdps(50):
+        top = min(c, n)
+        if top <= 2000:
+            ref = mp.log(mp.fsum(mp.binomial(n, j) for j in range(top + 1)))
+        else:  # complement
+            ref = mp.log(mp.mpf(2) ** n - mp.fsum(mp.binomial(n, j) for j in range(n - top)))
+        assert mp.mpf(got) >= ref
+        assert (mp.mpf(got) - ref) <= 1e-12 * abs(ref) + 1e-15
+
+
+def test_log_binom_sum_huge_n_is_monotone_and_svt_certificate_grows_with_max_length():
+    """log_binom_sum(10**18, 1) was 0.693 (exact 41.45); GaussianSVT certified less at 1e18 than 1e15."""
+    from mechanisms import GaussianSVT
+    from mechanisms.svt import log_binom_sum
+
+    assert log_binom_sum(10 ** 18, 1) == pytest.approx(math.log(10 ** 18 + 1), rel=1e-14)
+    vals = [log_binom_sum(10 ** e, 2) for e in range(6, 40, 3)]
+    assert all(b > a for a, b in zip(vals, vals[1:]))
+    eps = [PrivacyAccountant().compose(GaussianSVT(10, 20, max_length=10 ** e)).epsilon(1e-6)
+           for e in (12, 15, 18, 30)]
+    assert all(b > a for a, b in zip(eps, eps[1:])), eps
+    # huge cut-offs fall back to the entropy bound n H(c/n) >= the exact value
+    assert log_binom_sum(10 ** 18, 10 ** 17) <= 10 ** 18 * math.log(2)
