@@ -613,9 +613,12 @@ class _Grid:
         # summation) w.r.t. the magnitudes before the M - A subtraction; the mechanisms' declared
         # log-MGF errors are relative to M(Re s), i.e. bounded by expm1(err) on the scaled line.
         phase = _U64 * 4 * (self.u_trunc * abs(eps) + abs(c * eps))
-        rel = (math.expm1(self.node_log_err - self.pld.mgf_err + phase)
+        # (exponents capped at 700: beyond, the error bound is astronomically large, i.e. the bracket
+        # becomes the trivial [0, 1] instead of an OverflowError, e.g. for GNMax(sigma=1e-8))
+        rel = (math.expm1(min(self.node_log_err - self.pld.mgf_err + phase, 700.0))
                + _U64 * (self.t.size + 4.0 + 4.0 * PHASE_ANCHOR))  # (+ the phase rotations)
-        fp = self.sum_kern_mag * rel + self.sum_kern * math.expm1(self.pld.mgf_err) + sa * 4 * _U64
+        fp = (self.sum_kern_mag * rel + self.sum_kern * math.expm1(min(self.pld.mgf_err, 700.0))
+              + sa * 4 * _U64)
         return log_scale, s, trunc + a_up + a_lo + fp, trunc + fp
 
 
@@ -795,7 +798,15 @@ def epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float = DEFAULT_RTOL) -
         def lo_fn(e, _c=comb):
             return _c(e)[1]
 
-        result = _solve(pld, delta, up_fn, lo_fn, hi, details, slope=c_ch)
+        try:
+            result = _solve(pld, delta, up_fn, lo_fn, hi, details, slope=c_ch)
+        except FloatingPointError:
+            if result is not None:
+                break
+            # the contour's bracket is too wide to certify anything below the Chernoff bound (e.g. a
+            # Gaussian pair with mu = 1e8, where the float error bound exceeds 1): that bound stands
+            result = EpsilonBounds(delta, hi, 0.0, hi, pld.direction, {"reason": "Chernoff bound only"})
+            break
         det = comb(result.upper)[3]
         details = {**det, "chernoff_eps": hi}
         if result.upper - result.lower <= 1e3 * rtol * max(result.upper, 1e-12) or result.upper == 0.0:
@@ -975,7 +986,7 @@ def _root_bracket(f, a: float, fa: float, b: float, fb: float, tol: float) -> fl
 
 
 def _snap_up(f_up, b: float) -> float:
-    """The smallest point of the grid g Z (g a power of two near 1e-11 max(1, b)) at or below ``b`` with
+    """The smallest point of the grid g Z (g a power of two near 1e-12 max(1, b)) at or below ``b`` with
     f_up <= 0 whose left neighbour has f_up > 0 (``b`` itself satisfies f_up(b) <= 0).
 
     The root finders stop anywhere within their tolerance, so two queries at nearby delta could return
@@ -984,7 +995,9 @@ def _snap_up(f_up, b: float) -> float:
     certified delta function, e.g. every purely atomic ledger)."""
     if not (b > 0.0 and math.isfinite(b)):
         return b
-    g = 2.0 ** math.ceil(math.log2(1e-11 * max(1.0, b)))
+    # the root finders leave b within 1e-11 max(1, b) above the first point with f_up <= 0: a grid of
+    # an eighth of that reaches it in at most 9 steps down (and adds at most g ~ 1e-12 b)
+    g = 2.0 ** math.floor(math.log2(1e-11 * max(1.0, b) / 8.0))
     x = math.ceil(b / g) * g
     for _ in range(8):  # (x >= b; f_up non-increasing: f_up(x) <= 0 up to rounding)
         if f_up(x) <= 0.0:
@@ -992,7 +1005,7 @@ def _snap_up(f_up, b: float) -> float:
         x += g
     else:
         return b
-    for _ in range(8):
+    for _ in range(12):
         y = x - g
         if y < 0.0 or f_up(y) > 0.0:
             break

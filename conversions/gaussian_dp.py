@@ -54,7 +54,8 @@ def gaussian_log_delta_bounds(eps: float, mu: float, mu_rel_err: float = 0.0) ->
         # delta at the floating-point noise floor: only the trivial bracket [0, Phi(a)] is certain
         return -math.inf, min(la, up_plain), up_plain
     ld = la + math.log(-math.expm1(x))
-    err = ea + ex / math.expm1(-(x + ex)) + 4.0 * _U * (1.0 + abs(ld))
+    den = -(x + ex)
+    err = ea + (ex / math.expm1(den) if den < 700.0 else 0.0) + 4.0 * _U * (1.0 + abs(ld))
     if mu_rel_err > 0.0:
         # log(phi(a) dmu / delta), with delta >= e^{ld - err}
         log_phi_a = -0.5 * a * a - 0.5 * math.log(2.0 * math.pi)

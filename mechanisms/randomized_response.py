@@ -86,8 +86,19 @@ class _DiscreteMechanism(_AtomicPLD):
         l, w = self._atoms()
         return l, w / w.sum()
 
+    def _rr_k(self) -> int | None:
+        """k when the conditional atoms are those of k-ary randomized response (closed-form RDP)."""
+        return None
+
     def rdp(self, alpha) -> np.ndarray:
         al = V.alphas(alpha)
+        k = self._rr_k()
+        if k is not None:
+            # closed form, accurate as alpha -> 1 and for tiny eps, rounded up (svt._kernels.rr_k_rdp_scalar)
+            from .svt._kernels import rr_k_curve
+
+            flat = np.ascontiguousarray(al.ravel(), dtype=float)
+            return rr_k_curve(flat, float(self.epsilon), int(k)).reshape(al.shape)
         l, w = self._conditional_atoms()
         out = np.full(al.shape, self.pure_epsilon)
         fin = np.isfinite(al)
@@ -118,6 +129,9 @@ class RandomizedResponse(_DiscreteMechanism):
     def _atoms(self):
         return _rr_atoms(self.epsilon, self.k)
 
+    def _rr_k(self) -> int | None:
+        return self.k
+
 
 @register
 @dataclass(frozen=True)
@@ -137,6 +151,9 @@ class PureDP(_DiscreteMechanism):
 
     def _atoms(self):
         return _rr_atoms(self.epsilon, 2)
+
+    def _rr_k(self) -> int | None:
+        return 2
 
 
 @register
@@ -168,3 +185,6 @@ class ApproxDP(_DiscreteMechanism):
     def _atoms(self):
         l, w = _rr_atoms(self.epsilon, 2)
         return l, w * (1.0 - self.delta)
+
+    def _rr_k(self) -> int | None:
+        return 2  # the conditional curve is binary randomized response's

@@ -195,3 +195,76 @@ def test_log_binom_sum_huge_n_is_monotone_and_svt_certificate_grows_with_max_len
     assert all(b > a for a, b in zip(eps, eps[1:])), eps
     # huge cut-offs fall back to the entropy bound n H(c/n) >= the exact value
     assert log_binom_sum(10 ** 18, 10 ** 17) <= 10 ** 18 * math.log(2)
+
+
+# ---------------------------------------------------------------------------------------------- item 3
+def _rr_rdp_ref(alpha, eps, k=2):
+    al, e = mp.mpf(alpha), mp.mpf(eps)
+    s = al - 1
+    m = (mp.exp((s + 1) * e) + mp.exp(-s * e) + k - 2) / (mp.exp(e) + k - 1)
+    return mp.log(m) / s
+
+
+def _laplace_rdp_ref(alpha, a):
+    al, a = mp.mpf(alpha), mp.mpf(a)
+    return mp.log(al / (2 * al - 1) * mp.exp((al - 1) * a)
+                  + (al - 1) / (2 * al - 1) * mp.exp(-al * a)) / (al - 1)
+
+
+_ALPHAS = np.array([1 + 1e-12, 1 + 1e-8, 1.0001, 1.01, 1.5, 2.0, 3.0, 10.0, 100.0, 1e3, 1e4])
+
+
+@pytest.mark.parametrize("eps", [1e-12, 1e-8, 1e-5, 1e-3, 0.1, 1.0, 5.0, 20.0, 50.0])
+def test_randomized_response_and_pure_dp_rdp_round_up(eps):
+    from mechanisms import ApproxDP
+    from mechanisms.svt import rr_rdp
+
+    curves = [(PureDP(epsilon=eps).rdp(_ALPHAS), 2), (rr_rdp(_ALPHAS, eps), 2),
+              (ApproxDP(epsilon=eps, delta=1e-6).rdp(_ALPHAS), 2)]
+    curves += [(RandomizedResponse(epsilon=eps, k=k).rdp(_ALPHAS), k) for k in (2, 3, 10)]
+    with mp.workdps(50):
+        for vals, k in curves:
+            for a, v in zip(_ALPHAS, vals):
+                ref = _rr_rdp_ref(a, eps, k)
+                assert mp.mpf(v) >= ref, (eps, k, a, v)
+                assert mp.mpf(v) <= ref * (1 + 1e-13), (eps, k, a, v)
+
+
+@pytest.mark.parametrize("scale", [1e-3, 1e-2, 0.1, 1.0, 10.0, 1e3, 1e6, 1e8])
+def test_laplace_rdp_rounds_up(scale):
+    from mechanisms import Laplace
+    from mechanisms.svt import laplace_rdp
+
+    with mp.workdps(50):
+        for vals in (Laplace(scale=scale).rdp(_ALPHAS), laplace_rdp(_ALPHAS, 1.0 / scale)):
+            for a, v in zip(_ALPHAS, vals):
+                ref = _laplace_rdp_ref(a, 1.0 / scale)
+                assert mp.mpf(v) >= ref, (scale, a, v)
+                assert mp.mpf(v) <= ref * (1 + 1e-13), (scale, a, v)
+
+
+def test_rdp_issue_examples():
+    from mechanisms import Laplace
+    from mechanisms.svt import rr_rdp
+
+    with mp.workdps(50):
+        assert mp.mpf(float(PureDP(epsilon=1e-3).rdp(1.0001))) >= _rr_rdp_ref(1.0001, 1e-3)
+        assert float(rr_rdp(1.0001, 1e-12)) >= _rr_rdp_ref(1.0001, 1e-12) > 0
+        assert mp.mpf(float(Laplace(scale=1e6).rdp(2.0))) >= _laplace_rdp_ref(2.0, 1e-6)
+
+
+# ---------------------------------------------------------------------------------------------- item 4
+def test_gnmax_tiny_sigma_gives_a_finite_bound_or_a_clear_error():
+    """GNMax(1e-8) raised OverflowError; now a valid finite certificate (the Chernoff bound of the
+    Gaussian pair when the contour's float error bound is too wide), and a ValueError naming sigma
+    beyond the float range."""
+    from mechanisms import GNMax
+
+    acc = PrivacyAccountant().compose(GNMax(1e-8))
+    for method in ("auto", "cf", "rdp"):
+        eps = acc.epsilon(1e-6, method=method)
+        # the true eps of a Gaussian pair with mu = sqrt(2) * 1e8 is about mu^2 / 2 = 1e16
+        assert math.isfinite(eps) and eps >= 1e16
+    assert acc.delta(1.0) == 1.0
+    with pytest.raises(ValueError, match="sigma"):
+        GNMax(1e-120)
