@@ -347,8 +347,9 @@ class ComposedPLD:
         key = ("line", c)
         line = self._env_cache.get(key)
         if line is None:
-            log_a = [float(np.logaddexp.reduce(np.log(w) + c * l)) if len(l) else -math.inf
-                     for l, w in self._atoms_j]
+            with np.errstate(divide="ignore"):  # (atoms of underflowed mass 0 contribute -inf)
+                log_a = [float(np.logaddexp.reduce(np.log(w) + c * l)) if len(l) else -math.inf
+                         for l, w in self._atoms_j]
             la = (sum(k * v for v, (_, k) in zip(log_a, self.entries, strict=True)) if self.has_atoms
                   else -math.inf)
             # |M_R(c+it)| <= (M - A)(c) for every t (R is a non-negative measure, part of M - A)

@@ -64,8 +64,21 @@ class _AtomicPLD(Mechanism):
     def _atoms(self) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - abstract
         raise UnsupportedRoute(f"{type(self).__name__} must define its atoms")
 
+    def _rr_power(self) -> tuple[float, int, float] | None:
+        """(eps, m, log_scale) when the atoms are e^{log_scale} RR(eps)^m (closed-form MGF), else None."""
+        return None
+
     def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
         check_direction(direction)
+        pw = self._rr_power()
+        if pw is not None and pw[0] > 0.0:
+            # e^{log_scale} (p e^{s eps} + q e^{-s eps})^m: O(1) per node whatever m (enumerating the
+            # m + 1 atoms at every contour node cost O(m) time and memory: 366 GiB for m = 1e6)
+            eps, m, log_scale = pw
+            l, w = _rr_atoms(eps, 2)
+            s_arr = np.asarray(s, dtype=complex)
+            one = np.asarray(discrete_log_mgf(s_arr, l, w), dtype=complex)
+            return log_scale + m * one.real + 1j * (m * one.imag)
         l, w = self._atoms()
         return discrete_log_mgf(s, l, w)
 

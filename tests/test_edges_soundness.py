@@ -268,3 +268,61 @@ def test_gnmax_tiny_sigma_gives_a_finite_bound_or_a_clear_error():
     assert acc.delta(1.0) == 1.0
     with pytest.raises(ValueError, match="sigma"):
         GNMax(1e-120)
+
+
+# ---------------------------------------------------------------------------------------------- item 5
+def test_huge_svt_compositions_are_bounded_work_and_at_least_the_rdp_free_lower_limit():
+    """LaplaceSVT(cutoff=1e6, resample=True) x 1e6 and StageWiseSVT(c=1e6) x 1e6 raised MemoryError
+    (366 GiB): the log-MGF of RR(eps)^m is now evaluated in closed form.  The certified eps is finite,
+    below the pure-DP bound, and the characteristic-function route (RR dominance, not tight for SVT)
+    is at least the mean privacy loss of its own pair, m k eps tanh(eps / 2)."""
+    import time
+
+    from mechanisms import LaplaceSVT, StageWiseSVT
+
+    t0 = time.time()
+    m1 = LaplaceSVT(1.0, 2.0, cutoff=10 ** 6, resample=True)
+    acc1 = PrivacyAccountant().compose(m1, 10 ** 6)
+    e1 = acc1.epsilon(1e-6)
+    rr = m1._plan.rr_eps
+    assert math.isfinite(e1) and e1 <= 1e12 * rr
+    e1_cf = acc1.epsilon(1e-6, method="cf")
+    assert 1e12 * rr * math.tanh(rr / 2) <= e1_cf <= 1e12 * rr
+    m2 = StageWiseSVT("laplace", 1.0, "laplace", 2.0, cutoff=10 ** 6, stage_cutoff=1, stage_delta=1e-20)
+    e2 = PrivacyAccountant().compose(m2, 10 ** 6).epsilon(1e-6)
+    assert math.isfinite(e2) and e2 <= 1e12 * m2.stage_epsilon
+    assert time.time() - t0 < 60
+
+
+def test_svt_closed_form_log_mgf_equals_atom_enumeration():
+    from mechanisms import LaplaceSVT
+    from mechanisms._numerics import discrete_log_mgf
+
+    m = LaplaceSVT(1.0, 2.0, cutoff=30, resample=True)
+    s = np.array([0.3 + 0.0j, 0.3 + 2.0j, 1.0 + 7.5j])
+    l, w = m._atoms()
+    ref = discrete_log_mgf(s, l, w)
+    got = m.log_mgf(s)
+    assert np.allclose(np.exp(got - ref), 1.0, rtol=1e-12, atol=0)
+
+
+# ---------------------------------------------------------------------------------------------- items 7, 8
+def test_nonnegative_gaussian_svt_refusal_names_the_q_plus_case():
+    from mechanisms import GaussianSVT
+
+    with pytest.raises(ValueError, match="nonnegative Gaussian SVT") as ex:
+        GaussianSVT(sigma1=1.0, sigma2=1.0000001, nonnegative=True, threshold=1.0)
+    assert "give max_length, or nonnegative=True" not in str(ex.value)
+
+
+def test_best_stagewise_without_resampling_does_not_search_the_algorithm():
+    from mechanisms.svt import best_stagewise
+
+    with pytest.raises(ValueError, match="stage_cutoffs"):
+        best_stagewise("laplace", 1.0, "laplace", 2.0, cutoff=20, delta=1e-6, resample=False)
+    with pytest.raises(ValueError, match="stage_cutoffs"):
+        best_stagewise("laplace", 1.0, "laplace", 2.0, cutoff=20, delta=1e-6, resample=False,
+                       stage_cutoffs=[1, 5])
+    eps, mech = best_stagewise("laplace", 1.0, "laplace", 2.0, cutoff=20, delta=1e-6, resample=False,
+                               stage_cutoffs=[5])
+    assert mech.stage_cutoff == 5 and mech.resample is False

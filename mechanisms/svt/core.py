@@ -271,6 +271,12 @@ def _build_plan(tn: str, ts: float, qn: str, qs: float, sens: float, cutoff: int
         if c_eff > 1:
             why = ("c > 1 without resample and non-Laplace noise needs max_length (Thm 7.2.7); "
                    "use resample=True or give max_length")
+        elif nonneg and tn == "gaussian" and qn == "gaussian":
+            # the non-negative-queries (Q+) bound was requested but is empty here
+            why = (f"nonnegative Gaussian SVT (queries in Q+, spec 06 §3.4): no Hoelder exponent gamma in "
+                   f"(1, sigma2^2/sigma1^2) = (1, {(qs / ts) ** 2:.6g}) has a finite moment bound for "
+                   f"sigma1={ts!r}, sigma2={qs!r}, threshold={threshold!r} (the range is too narrow); "
+                   f"give max_length or more query noise sigma2")
         else:
             why = ("Gaussian query noise on arbitrary queries Q(Delta) has no RDP bound for unbounded length "
                    "(spec 06 P8); give max_length, or nonnegative=True with Gaussian threshold noise and a "
@@ -372,6 +378,10 @@ class _SVTBase(_AtomicPLD):
 
             raise UnsupportedRoute(f"{self.describe()} is not pure DP; use method='rdp'")
         return rr_power_atoms(p.rr_eps, p.mult)
+
+    def _rr_power(self) -> tuple[float, int, float] | None:
+        p = self._plan
+        return (p.rr_eps, p.mult, 0.0) if math.isfinite(p.rr_eps) else None
 
 
 # ---------------------------------------------------------------------------------------- plug-ins

@@ -211,6 +211,9 @@ class StageWiseSVT(_AtomicPLD):
     def _atoms(self) -> tuple[np.ndarray, np.ndarray]:
         return rr_power_atoms(self.stage_epsilon, self.stages, self.stages * math.log1p(-self.stage_delta))
 
+    def _rr_power(self) -> tuple[float, int, float] | None:
+        return self.stage_epsilon, self.stages, self.stages * math.log1p(-self.stage_delta)
+
 
 def best_stagewise(threshold_noise: str, threshold_scale: float, query_noise: str, query_scale: float, *,
                    cutoff: int, delta: float, stage_cutoffs=None, fractions=None, sensitivity: float = 1.0,
@@ -221,11 +224,20 @@ def best_stagewise(threshold_noise: str, threshold_scale: float, query_noise: st
 
     Tries every c' in ``stage_cutoffs`` (default: 1, 2, 5, 10, 20, 50, ... <= c, plus c; only meaningful
     with ``resample=True`` and no stage cap, where Alg. 12 is the same algorithm for every c'; otherwise
-    pass the c' the run actually uses) and every split delta' = f delta / m for f in ``fractions``.
+    ``stage_cutoffs`` must be exactly [c'], the c' the run actually uses, else ValueError) and every
+    split delta' = f delta / m for f in ``fractions``.
     Returns (eps, mechanism) with the smallest KOV eps at ``delta``; every candidate is a valid upper
     bound, so the search only affects tightness.
     """
     delta = V.delta(delta)
+    same_algorithm = resample and stage_max_length is None
+    if not same_algorithm:
+        # without resampling (or with a stage cap) the stage cut-off c' is part of the algorithm that
+        # runs: searching over c' would certify a different algorithm than the one run
+        if stage_cutoffs is None or len(list(stage_cutoffs)) != 1:
+            raise ValueError("stage_cutoffs must be exactly [c'] (the stage cut-off the run uses) when "
+                             "resample=False or stage_max_length is given: there c' defines the algorithm, "
+                             f"so it cannot be searched (got stage_cutoffs={stage_cutoffs!r})")
     if stage_cutoffs is None:
         cand = [1]
         k = 1
