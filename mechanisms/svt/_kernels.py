@@ -54,7 +54,8 @@ def _round_up(v: float, cap: float) -> float:  # pragma: no cover - compiled
 def laplace_rdp_scalar(alpha: float, a: float) -> float:  # pragma: no cover - compiled
     """RDP of the Laplace mechanism with normalised sensitivity a = sens / b (alpha > 1), rounded up.
 
-    Mironov 2017: eps(alpha) = log S / (alpha-1), S = [alpha e^{(alpha-1)a} + (alpha-1) e^{-alpha a}]/(2alpha-1).
+    Mironov 2017: eps(alpha) = log S / (alpha-1),
+    S = [alpha e^{(alpha-1)a} + (alpha-1) e^{-alpha a}]/(2alpha-1).
     With u = alpha - 1 and g(y) = e^y - 1 - y >= 0: S - 1 = [alpha g(u a) + u g(-alpha a)] / (2 alpha - 1),
     a sum of non-negative terms (no cancellation as alpha -> 1 or a -> 0), so
     eps(alpha) = log1p(S - 1) / u.  For u a > 30, the form a + log1p(-u (1 - e^{-(2alpha-1)a})/(2alpha-1))/u
@@ -79,7 +80,8 @@ def laplace_rdp_scalar(alpha: float, a: float) -> float:  # pragma: no cover - c
 def rr_k_rdp_scalar(alpha: float, eps: float, k: int) -> float:  # pragma: no cover - compiled
     """RDP of k-ary randomized response RR(eps) (k = 2: the tight RDP of any eps-DP mechanism), rounded up.
 
-    With s = alpha - 1 and Z = e^eps + k - 1 the privacy-loss MGF is M(s) = (e^{(s+1)eps} + e^{-s eps} + k - 2)/Z
+    With s = alpha - 1 and Z = e^eps + k - 1 the privacy-loss MGF is
+    M(s) = (e^{(s+1)eps} + e^{-s eps} + k - 2)/Z
     and M(s) - 1 = [4 sinh^2(s eps / 2) + expm1(eps) expm1(s eps)] / Z (non-negative terms: accurate
     as alpha -> 1 and for tiny eps), eps(alpha) = log1p(M(s) - 1) / s.  For large s eps or eps, the
     log-sum-exp form (no cancellation there).  Exact up to the upward margin; capped at eps(inf) = eps.
