@@ -159,7 +159,7 @@ def test_epsilon_is_monotone_in_delta_at_the_last_digits():
     for mech, k, d0 in cases:
         acc = PrivacyAccountant().compose(mech, k)
         es = [acc.epsilon(d0 * (1 + i * 1e-11), method="cf") for i in range(6)]
-        assert all(b <= a for a, b in zip(es, es[1:])), (mech, es)
+        assert all(b <= a for a, b in zip(es, es[1:], strict=False)), (mech, es)
 
 
 # ---------------------------------------------------------------------------------------------- item 2
@@ -189,10 +189,10 @@ def test_log_binom_sum_huge_n_is_monotone_and_svt_certificate_grows_with_max_len
 
     assert log_binom_sum(10 ** 18, 1) == pytest.approx(math.log(10 ** 18 + 1), rel=1e-14)
     vals = [log_binom_sum(10 ** e, 2) for e in range(6, 40, 3)]
-    assert all(b > a for a, b in zip(vals, vals[1:]))
+    assert all(b > a for a, b in zip(vals, vals[1:], strict=False))
     eps = [PrivacyAccountant().compose(GaussianSVT(10, 20, max_length=10 ** e)).epsilon(1e-6)
            for e in (12, 15, 18, 30)]
-    assert all(b > a for a, b in zip(eps, eps[1:])), eps
+    assert all(b > a for a, b in zip(eps, eps[1:], strict=False)), eps
     # huge cut-offs fall back to the entropy bound n H(c/n) >= the exact value
     assert log_binom_sum(10 ** 18, 10 ** 17) <= 10 ** 18 * math.log(2)
 
@@ -224,7 +224,7 @@ def test_randomized_response_and_pure_dp_rdp_round_up(eps):
     curves += [(RandomizedResponse(epsilon=eps, k=k).rdp(_ALPHAS), k) for k in (2, 3, 10)]
     with mp.workdps(50):
         for vals, k in curves:
-            for a, v in zip(_ALPHAS, vals):
+            for a, v in zip(_ALPHAS, vals, strict=True):
                 ref = _rr_rdp_ref(a, eps, k)
                 assert mp.mpf(v) >= ref, (eps, k, a, v)
                 assert mp.mpf(v) <= ref * (1 + 1e-13), (eps, k, a, v)
@@ -237,7 +237,7 @@ def test_laplace_rdp_rounds_up(scale):
 
     with mp.workdps(50):
         for vals in (Laplace(scale=scale).rdp(_ALPHAS), laplace_rdp(_ALPHAS, 1.0 / scale)):
-            for a, v in zip(_ALPHAS, vals):
+            for a, v in zip(_ALPHAS, vals, strict=True):
                 ref = _laplace_rdp_ref(a, 1.0 / scale)
                 assert mp.mpf(v) >= ref, (scale, a, v)
                 assert mp.mpf(v) <= ref * (1 + 1e-13), (scale, a, v)
