@@ -190,8 +190,19 @@ def max_binary_rdp(alpha: np.ndarray, lp: np.ndarray, lpb: np.ndarray, lq: np.nd
     with K_j(0) = 0, K_j'(0) = KL_j as the initial anchor and every exact evaluation re-anchoring the
     pair (orders are visited in ascending order); D_inf,j bounds every order.  The search starts
     from the previous order's maximiser.  The result equals a full scan's maximum (tested against
-    :func:`max_binary_rdp_full`).
+    :func:`max_binary_rdp_full`).  Equals ``max_binary_rdp_scan(alpha, lp, lpb, lq, lqb,
+    *max_binary_rdp_prep(lp, lpb, lq, lqb))``; callers evaluating the same pairs repeatedly keep the
+    O(#pairs) preparation.
     """
+    return max_binary_rdp_scan(alpha, lp, lpb, lq, lqb, *max_binary_rdp_prep(lp, lpb, lq, lqb))
+
+
+_BLOCK = 32
+
+
+@njit(cache=True)
+def max_binary_rdp_prep(lp: np.ndarray, lpb: np.ndarray, lq: np.ndarray, lqb: np.ndarray):
+    """Per-pair and per-block constants of :func:`max_binary_rdp` (independent of the orders)."""
     npair = lp.shape[0]
     cp = np.empty(npair)
     cpb = np.empty(npair)
@@ -232,16 +243,60 @@ def max_binary_rdp(alpha: np.ndarray, lp: np.ndarray, lpb: np.ndarray, lq: np.nd
                 hoef[j] = 0.0  # one-point law under P: the loss is constant
     # blocks of pairs with a common (anchor-free) bound, so that far-away blocks are skipped at once:
     # max_j D_j(beta) <= min(max_j D_inf,j, max_j KL_j + beta max_j H_j)
-    bs = 32
+    bs = _BLOCK
     nblk = (npair + bs - 1) // bs
     bdinf = np.zeros(nblk)
     bkl = np.zeros(nblk)
     bhoef = np.zeros(nblk)
+    # second block bound, from the exact two-point form K_j(beta) = logaddexp(lp_j + beta r1_j,
+    # lpb_j + beta r2_j): max_j K_j(beta) <= logaddexp(M1 + (beta - b0) R1, M2 + (beta - b0) R2) for
+    # beta >= b0, with M1 = max_j (lp_j + b0 r1_j), R1 = max_j r1_j (same for the second atom) and b0
+    # the last order at which the block's maxima were refreshed (the orders ascend, so the bound stays
+    # tight); plus a float margin of 1e-13 of the terms' size.  Blocks with a -inf log-mass skip it.
+    bfin = np.ones(nblk, dtype=np.bool_)
+    br1 = np.full(nblk, -_INF)
+    br2 = np.full(nblk, -_INF)
+    bmag = np.zeros(nblk)
+    brmag = np.zeros(nblk)
+    br1min = np.full(nblk, _INF)
+    br2min = np.full(nblk, _INF)
     for j in range(npair):
         b = j // bs
         bdinf[b] = max(bdinf[b], dinf[j])
         bkl[b] = max(bkl[b], kl[j])
         bhoef[b] = max(bhoef[b], hoef[j])
+        if lp[j] > -_INF and lpb[j] > -_INF and lq[j] > -_INF and lqb[j] > -_INF:
+            r1 = lp[j] - lq[j]
+            r2 = lpb[j] - lqb[j]
+            br1[b] = max(br1[b], r1)
+            br2[b] = max(br2[b], r2)
+            br1min[b] = min(br1min[b], r1)
+            br2min[b] = min(br2min[b], r2)
+            bmag[b] = max(bmag[b], abs(lp[j]) + abs(lpb[j]) + abs(lq[j]) + abs(lqb[j]))
+            brmag[b] = max(brmag[b], abs(r1) + abs(r2))
+        else:
+            bfin[b] = False
+    # block anchors of the two-point bound and the last maximiser: state kept across calls (updated
+    # in place by the scan; every stored value is a valid bound at any order, see the scan)
+    bb0 = np.full(nblk, -1.0)
+    bm1 = np.zeros(nblk)
+    bm2 = np.zeros(nblk)
+    hint = np.zeros(1, dtype=np.int64)
+    return (cp, cpb, kl, hoef, dinf, lin, pp, ppb, r1s, r2s, e12, bdinf, bkl, bhoef, bfin, br1, br2, bmag,
+            brmag, br1min, br2min, bb0, bm1, bm2, hint)
+
+
+@njit(cache=True)
+def max_binary_rdp_scan(alpha, lp, lpb, lq, lqb, cp, cpb, kl, hoef, dinf, lin, pp, ppb, r1s, r2s, e12,
+                        bdinf, bkl, bhoef, bfin, br1, br2, bmag, brmag, br1min, br2min, bb0, bm1, bm2,
+                        hint):  # pragma: no cover - compiled
+    """The order loop of :func:`max_binary_rdp` on prepared constants (see there).
+
+    The block anchors (bb0, bm1, bm2) and the maximiser hint persist between calls: for an order
+    below a block's anchor b0 the bound uses the block's smallest slopes, max_j (a_j + beta s_j) <=
+    M(b0) - (b0 - beta) min_j s_j, so it is valid at every order."""
+    npair = lp.shape[0]
+    bs = _BLOCK
     # anchors for the local Hoeffding bound (orders are processed in ascending order):
     # K_j(b) <= K_j(b0) + (b - b0) K_j'(b0) + (b - b0)^2 H_j for b >= b0, K = beta * D.
     anc_b = np.zeros(npair)
@@ -249,7 +304,7 @@ def max_binary_rdp(alpha: np.ndarray, lp: np.ndarray, lpb: np.ndarray, lq: np.nd
     anc_g = kl.copy()
     order = np.argsort(alpha)
     out = np.empty(alpha.shape[0])
-    jstart = 0
+    jstart = min(max(hint[0], 0), npair - 1)
     for ii in range(alpha.shape[0]):
         i = order[ii]
         beta = alpha[i] - 1.0
@@ -272,6 +327,29 @@ def max_binary_rdp(alpha: np.ndarray, lp: np.ndarray, lpb: np.ndarray, lq: np.nd
                     if ubb * (1.0 + 1e-9) + 1e-300 <= best:
                         jj += bs - 1  # skip the whole block (the loop adds the final 1)
                         continue
+                    if bfin[b] and 0.0 < beta < _INF and best > 0.0:
+                        marg = 1e-13 * (bmag[b] + beta * brmag[b]) + 1e-300
+                        if bb0[b] >= 0.0:
+                            db = beta - bb0[b]
+                            if db >= 0.0:
+                                kb = _logaddexp(bm1[b] + db * br1[b], bm2[b] + db * br2[b])
+                            else:
+                                kb = _logaddexp(bm1[b] + db * br1min[b], bm2[b] + db * br2min[b])
+                            if (kb + marg) / beta * (1.0 + 1e-9) <= best:
+                                jj += bs - 1
+                                continue
+                        # refresh the block's maxima at this order and test again
+                        m1 = -_INF
+                        m2 = -_INF
+                        for q in range(b * bs, min(npair, (b + 1) * bs)):
+                            m1 = max(m1, lp[q] + beta * (lp[q] - lq[q]))
+                            m2 = max(m2, lpb[q] + beta * (lpb[q] - lqb[q]))
+                        bb0[b] = beta
+                        bm1[b] = m1
+                        bm2[b] = m2
+                        if (_logaddexp(m1, m2) + marg) / beta * (1.0 + 1e-9) <= best:
+                            jj += bs - 1
+                            continue
                 if j == jstart:
                     continue
                 ub = dinf[j]
@@ -319,6 +397,7 @@ def max_binary_rdp(alpha: np.ndarray, lp: np.ndarray, lpb: np.ndarray, lq: np.nd
                 jbest = j
         out[i] = max(best, 0.0)
         jstart = jbest
+    hint[0] = jstart
     return out
 
 
