@@ -198,6 +198,88 @@ def max_binary_rdp(alpha: np.ndarray, lp: np.ndarray, lpb: np.ndarray, lq: np.nd
 
 
 _BLOCK = 32
+_SUPER = 32  # blocks per super-block (a second level of the same bounds)
+
+
+@njit(cache=True)
+def _group_skip(beta, best, g, gdinf, gkl, ghoef, gfin, gmag, grmag, gb0, gm1, gm2, gr1, gr2, gr1min,
+                gr2min, gva, grp, lo, hi, lp, lpb, lq, lqb):  # pragma: no cover - compiled
+    """True when no pair lo <= j < hi of group g can beat ``best`` at order 1 + beta (see the scan):
+    min(D_inf, KL + beta H) over the group; the second-order bound
+    D <= KL + (beta / 2) sum_atoms a r^2 e^{beta max(r, 0)} (from log(1 + s) <= s and
+    e^y - 1 - y <= (y^2 / 2) e^{max(y, 0)}; tight as alpha -> 1 and for pairs of tiny mass), with
+    ``gva`` = max_j log sum_atoms a r^2 and ``grp`` = max_j max(r, 0); then the anchored two-point
+    bound (refreshed here)."""
+    ubb = gdinf[g]
+    if beta < _INF:
+        hb = gkl[g] + beta * ghoef[g]
+        if hb < ubb:
+            ubb = hb
+        if gva[g] > -_INF:
+            lv = math.log(0.5 * beta) + gva[g] + beta * grp[g]
+            if lv < 700.0:
+                vb = gkl[g] + math.exp(lv) * (1.0 + 1e-12)
+                if vb < ubb:
+                    ubb = vb
+    if ubb * (1.0 + 1e-9) + 1e-300 <= best:
+        return True
+    if not (gfin[g] and 0.0 < beta < _INF and best > 0.0):
+        return False
+    marg = 1e-13 * (gmag[g] + beta * grmag[g]) + 1e-300
+    if gb0[g] >= 0.0:
+        db = beta - gb0[g]
+        if db >= 0.0:
+            kb = _logaddexp(gm1[g] + db * gr1[g], gm2[g] + db * gr2[g])
+        else:
+            kb = _logaddexp(gm1[g] + db * gr1min[g], gm2[g] + db * gr2min[g])
+        if (kb + marg) / beta * (1.0 + 1e-9) <= best:
+            return True
+    # refresh the group's maxima at this order and test again
+    m1 = -_INF
+    m2 = -_INF
+    for q in range(lo, hi):
+        m1 = max(m1, lp[q] + beta * (lp[q] - lq[q]))
+        m2 = max(m2, lpb[q] + beta * (lpb[q] - lqb[q]))
+    gb0[g] = beta
+    gm1[g] = m1
+    gm2[g] = m2
+    return (_logaddexp(m1, m2) + marg) / beta * (1.0 + 1e-9) <= best
+
+
+@njit(cache=True)
+def _super_arrays(bdinf, bkl, bhoef, bfin, br1, br2, bmag, brmag, br1min, br2min, bva,
+                  brp):  # pragma: no cover - compiled
+    """Per-super-block maxima (minima for the smallest slopes) of the block constants."""
+    nblk = bdinf.shape[0]
+    ns = (nblk + _SUPER - 1) // _SUPER
+    sdinf = np.zeros(ns)
+    skl = np.zeros(ns)
+    shoef = np.zeros(ns)
+    sfin = np.ones(ns, dtype=np.bool_)
+    sr1 = np.full(ns, -_INF)
+    sr2 = np.full(ns, -_INF)
+    smag = np.zeros(ns)
+    srmag = np.zeros(ns)
+    sr1min = np.full(ns, _INF)
+    sr2min = np.full(ns, _INF)
+    sva = np.full(ns, -_INF)
+    srp = np.zeros(ns)
+    for b in range(nblk):
+        g = b // _SUPER
+        sdinf[g] = max(sdinf[g], bdinf[b])
+        skl[g] = max(skl[g], bkl[b])
+        shoef[g] = max(shoef[g], bhoef[b])
+        sfin[g] = sfin[g] and bfin[b]
+        sr1[g] = max(sr1[g], br1[b])
+        sr2[g] = max(sr2[g], br2[b])
+        smag[g] = max(smag[g], bmag[b])
+        srmag[g] = max(srmag[g], brmag[b])
+        sr1min[g] = min(sr1min[g], br1min[b])
+        sr2min[g] = min(sr2min[g], br2min[b])
+        sva[g] = max(sva[g], bva[b])
+        srp[g] = max(srp[g], brp[b])
+    return sdinf, skl, shoef, sfin, sr1, sr2, smag, srmag, sr1min, sr2min, np.full(ns, -1.0), np.zeros(ns), \
+        np.zeros(ns), sva, srp
 
 
 @njit(cache=True)
@@ -260,6 +342,8 @@ def max_binary_rdp_prep(lp: np.ndarray, lpb: np.ndarray, lq: np.ndarray, lqb: np
     brmag = np.zeros(nblk)
     br1min = np.full(nblk, _INF)
     br2min = np.full(nblk, _INF)
+    bva = np.full(nblk, -_INF)
+    brp = np.zeros(nblk)
     for j in range(npair):
         b = j // bs
         bdinf[b] = max(bdinf[b], dinf[j])
@@ -272,6 +356,13 @@ def max_binary_rdp_prep(lp: np.ndarray, lpb: np.ndarray, lq: np.ndarray, lqb: np
             br2[b] = max(br2[b], r2)
             br1min[b] = min(br1min[b], r1)
             br2min[b] = min(br2min[b], r2)
+            # log(p r1^2 + (1-p) r2^2) (a bound: each log term rounded up by a relative 1e-12)
+            va = _logaddexp(lp[j] + 2.0 * math.log(abs(r1)) if r1 != 0.0 else -_INF,
+                            lpb[j] + 2.0 * math.log(abs(r2)) if r2 != 0.0 else -_INF)
+            if va > -_INF:
+                va += 1e-12 * (1.0 + abs(va))
+            bva[b] = max(bva[b], va)
+            brp[b] = max(brp[b], max(r1, r2, 0.0))
             bmag[b] = max(bmag[b], abs(lp[j]) + abs(lpb[j]) + abs(lq[j]) + abs(lqb[j]))
             brmag[b] = max(brmag[b], abs(r1) + abs(r2))
         else:
@@ -282,14 +373,16 @@ def max_binary_rdp_prep(lp: np.ndarray, lpb: np.ndarray, lq: np.ndarray, lqb: np
     bm1 = np.zeros(nblk)
     bm2 = np.zeros(nblk)
     hint = np.zeros(1, dtype=np.int64)
+    sup = _super_arrays(bdinf, bkl, bhoef, bfin, br1, br2, bmag, brmag, br1min, br2min, bva, brp)
     return (cp, cpb, kl, hoef, dinf, lin, pp, ppb, r1s, r2s, e12, bdinf, bkl, bhoef, bfin, br1, br2, bmag,
-            brmag, br1min, br2min, bb0, bm1, bm2, hint)
+            brmag, br1min, br2min, bb0, bm1, bm2, hint, bva, brp) + sup
 
 
 @njit(cache=True)
 def max_binary_rdp_scan(alpha, lp, lpb, lq, lqb, cp, cpb, kl, hoef, dinf, lin, pp, ppb, r1s, r2s, e12,
                         bdinf, bkl, bhoef, bfin, br1, br2, bmag, brmag, br1min, br2min, bb0, bm1, bm2,
-                        hint):  # pragma: no cover - compiled
+                        hint, bva, brp, sdinf, skl, shoef, sfin, sr1, sr2, smag, srmag, sr1min, sr2min, sb0,
+                        sm1, sm2, sva, srp):  # pragma: no cover - compiled
     """The order loop of :func:`max_binary_rdp` on prepared constants (see there).
 
     The block anchors (bb0, bm1, bm2) and the maximiser hint persist between calls: for an order
@@ -317,39 +410,19 @@ def max_binary_rdp_scan(alpha, lp, lpb, lq, lqb, cp, cpb, kl, hoef, dinf, lin, p
                 j = jstart
             else:
                 j = jj - 1
+                sbs = bs * _SUPER
+                if j % sbs == 0:
+                    g = j // sbs
+                    if _group_skip(beta, best, g, sdinf, skl, shoef, sfin, smag, srmag, sb0, sm1, sm2, sr1,
+                                   sr2, sr1min, sr2min, sva, srp, j, min(npair, j + sbs), lp, lpb, lq, lqb):
+                        jj += sbs - 1  # skip the whole super-block (the loop adds the final 1)
+                        continue
                 if j % bs == 0:
                     b = j // bs
-                    ubb = bdinf[b]
-                    if beta < _INF:
-                        hb = bkl[b] + beta * bhoef[b]
-                        if hb < ubb:
-                            ubb = hb
-                    if ubb * (1.0 + 1e-9) + 1e-300 <= best:
-                        jj += bs - 1  # skip the whole block (the loop adds the final 1)
+                    if _group_skip(beta, best, b, bdinf, bkl, bhoef, bfin, bmag, brmag, bb0, bm1, bm2, br1,
+                                   br2, br1min, br2min, bva, brp, j, min(npair, j + bs), lp, lpb, lq, lqb):
+                        jj += bs - 1  # skip the whole block
                         continue
-                    if bfin[b] and 0.0 < beta < _INF and best > 0.0:
-                        marg = 1e-13 * (bmag[b] + beta * brmag[b]) + 1e-300
-                        if bb0[b] >= 0.0:
-                            db = beta - bb0[b]
-                            if db >= 0.0:
-                                kb = _logaddexp(bm1[b] + db * br1[b], bm2[b] + db * br2[b])
-                            else:
-                                kb = _logaddexp(bm1[b] + db * br1min[b], bm2[b] + db * br2min[b])
-                            if (kb + marg) / beta * (1.0 + 1e-9) <= best:
-                                jj += bs - 1
-                                continue
-                        # refresh the block's maxima at this order and test again
-                        m1 = -_INF
-                        m2 = -_INF
-                        for q in range(b * bs, min(npair, (b + 1) * bs)):
-                            m1 = max(m1, lp[q] + beta * (lp[q] - lq[q]))
-                            m2 = max(m2, lpb[q] + beta * (lpb[q] - lqb[q]))
-                        bb0[b] = beta
-                        bm1[b] = m1
-                        bm2[b] = m2
-                        if (_logaddexp(m1, m2) + marg) / beta * (1.0 + 1e-9) <= best:
-                            jj += bs - 1
-                            continue
                 if j == jstart:
                     continue
                 ub = dinf[j]
