@@ -80,6 +80,7 @@ def rr_rdp(alpha, epsilon: float) -> np.ndarray:
     return K.rr_curve(al.ravel(), e).reshape(al.shape)
 
 
+RR_ATOMS_MAX = 1 << 22  # largest RR power whose atoms the characteristic-function route enumerates
 _U = 2.0 ** -53
 _LN2 = math.log(2.0)
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -368,8 +369,10 @@ class _SVTBase(_AtomicPLD):
     # ------------------------------------------------------------------ PLD (pure-DP configurations only)
     @property
     def pld_available(self) -> bool:  # type: ignore[override]
-        """True for Laplace noises: dominated by RR(eps)^{x units} (pure DP; Kairouz et al. 2015)."""
-        return math.isfinite(self._plan.rr_eps)
+        """True for Laplace noises: dominated by RR(eps)^{x units} (pure DP; Kairouz et al. 2015), whose
+        m + 1 atoms are enumerated only for m <= ``RR_ATOMS_MAX`` (beyond, the RDP route alone: bounded
+        work and memory, still certified; e.g. cutoff = 1e12 with resample=True)."""
+        return math.isfinite(self._plan.rr_eps) and self._plan.mult <= RR_ATOMS_MAX
 
     def _atoms(self) -> tuple[np.ndarray, np.ndarray]:
         p = self._plan

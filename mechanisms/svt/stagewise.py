@@ -151,7 +151,13 @@ class StageWiseSVT(_AtomicPLD):
 
     name = "stagewise_svt"
     tight: ClassVar[bool] = False
-    pld_available: ClassVar[bool] = True
+    @property
+    def pld_available(self) -> bool:  # type: ignore[override]
+        """The stages' atoms RR(eps_s)^m are enumerated for the characteristic-function route only up to
+        ``RR_ATOMS_MAX`` stages (beyond, the RDP route alone: bounded work, still certified)."""
+        from .core import RR_ATOMS_MAX
+
+        return self.stages <= RR_ATOMS_MAX
 
     def __post_init__(self):
         object.__setattr__(self, "cutoff", V.integer("cutoff (total c)", self.cutoff, low=1))
