@@ -35,7 +35,11 @@ def _binom_lattice_parts(eps_mech: float, k: int, eps: float, dps: int = 60):
         logw = gammaln(k + 1.0) - gammaln(js + 1.0) - gammaln(k - js + 1.0) + (k - js) * lpf + js * lqf
         loss = (k - 2.0 * js) * eps_mech
         comp_f = logw + np.minimum(0.0, eps - loss)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            d_f = np.where(loss > eps, logw + np.log(-np.expm1(np.minimum(eps - loss, 0.0))), -np.inf)
         keep = (logw > logw.max() - 80) | (comp_f > comp_f.max() - 80)
+        if np.isfinite(d_f).any():
+            keep |= d_f > d_f.max() - 80
         d = mp.mpf(0)
         c = mp.mpf(0)
         for j in js[keep]:

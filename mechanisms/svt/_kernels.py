@@ -227,24 +227,6 @@ def laplace_curve(alpha: np.ndarray, a: float) -> np.ndarray:  # pragma: no cove
     return out
 
 
-@njit(cache=True)
-def log_binom_sum(n: int, c: int) -> float:  # pragma: no cover - compiled
-    """log sum_{j=0}^{min(c, n)} C(n, j) with lgamma and log-sum-exp (no float binomials)."""
-    top = c if c < n else n
-    lg_n1 = math.lgamma(n + 1.0)
-    m = -math.inf
-    terms = np.empty(top + 1)
-    for j in range(top + 1):
-        t = lg_n1 - math.lgamma(j + 1.0) - math.lgamma(n - j + 1.0)
-        terms[j] = t
-        if t > m:
-            m = t
-    acc = 0.0
-    for j in range(top + 1):
-        acc += math.exp(terms[j] - m)
-    return m + math.log(acc)
-
-
 # ------------------------------------------------------------------- Q+ moment (spec 06 section 3.4)
 @njit(cache=True)
 def log_norm_sf(x: float) -> float:  # pragma: no cover - compiled
