@@ -22,7 +22,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammaln
 
 from . import _validate as V
 from ._numerics import discrete_log_mgf
@@ -51,8 +50,11 @@ def rr_power_atoms(eps: float, m: int, log_scale: float = 0.0) -> tuple[np.ndarr
     """
     if eps == 0.0:
         return np.array([0.0]), np.array([math.exp(log_scale)])
-    j = np.arange(m + 1, dtype=float)
-    log_c = gammaln(m + 1.0) - gammaln(j + 1.0) - gammaln(m - j + 1.0)
+    from conversions.atoms import log_binomial_coefficients
+
+    ji = np.arange(m + 1)
+    j = ji.astype(float)
+    log_c = log_binomial_coefficients(m, ji)[0]  # (a few ulps of m log 2; see _AtomicPLD.log_mgf_error)
     log_p = -math.log1p(math.exp(-eps))
     log_q = -eps + log_p
     return (m - 2.0 * j) * eps, np.exp(log_scale + log_c + (m - j) * log_p + j * log_q)
@@ -67,6 +69,17 @@ class _AtomicPLD(Mechanism):
     def _rr_power(self) -> tuple[float, int, float] | None:
         """(eps, m, log_scale) when the atoms are e^{log_scale} RR(eps)^m (closed-form MGF), else None."""
         return None
+
+    @property
+    def log_mgf_error(self) -> float:
+        """For an RR(eps)^m power: the floating-point error of m log M_RR(s) and of the m + 1 binomial
+        atoms (log C(m, j) to ~10 ulps of m log 2, m-fold products of log-masses of size <= 1 + eps):
+        32 ulps of m (1 + eps) + |log_scale|; 0 for the plain closed forms."""
+        pw = self._rr_power()
+        if pw is None or pw[1] <= 1:
+            return 0.0
+        eps, m, log_scale = pw
+        return 32.0 * 2.0 ** -53 * (m * (1.0 + eps) + abs(log_scale))
 
     def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
         check_direction(direction)
