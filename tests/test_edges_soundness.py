@@ -174,6 +174,37 @@ def test_gaussian_ledger_tiny_delta_bracket_holds(sigmas, method):
     assert cert.delta > 0.0  # the truth is > 0 even when it is below the float range
 
 
+def _random_gaussian_sweep(seed: int, n: int) -> None:
+    """Random Gaussian ledgers (1-4 entries), exact and cf routes: delta brackets and eps brackets
+    against the mu-GDP closed form in mpmath, delta from 1e-300 to 0.3."""
+    import random
+
+    rng = random.Random(seed)
+    for _ in range(n):
+        sig = [10 ** rng.uniform(-0.7, 1.5) for _ in range(rng.randint(1, 4))]
+        acc = PrivacyAccountant()
+        for s_ in sig:
+            acc.compose(Gaussian(sigma=s_), 1)
+        for method in ("exact", "cf"):
+            delta = 10 ** rng.uniform(-300, -0.5)
+            ce = acc.certificate(delta=delta, method=method)
+            if math.isfinite(ce.epsilon):
+                assert _gdp_delta(sig, ce.epsilon) <= delta, (sig, delta, method)
+            if ce.lower_bound:
+                assert _gdp_delta(sig, ce.lower_bound) >= delta, (sig, delta, method)
+            eps = rng.uniform(0, 60)
+            _check_delta_cert(acc.certificate(epsilon=eps, method=method), _gdp_delta(sig, eps))
+
+
+def test_random_gaussian_sweep_fast():
+    _random_gaussian_sweep(21, 15)
+
+
+@pytest.mark.slow
+def test_random_gaussian_sweep_slow():
+    _random_gaussian_sweep(22, 300)
+
+
 def test_gaussian_closed_form_bounds_against_mpmath_grid():
     from conversions.gaussian_dp import gaussian_delta_bounds
 
