@@ -79,16 +79,16 @@ def gaussian_delta_bounds(eps: float, mu: float, mu_rel_err: float = 0.0) -> tup
     point, including the rounding of exp (also in the subnormal range: the upper end is never 0 when
     delta > 0, the lower end is stepped one float down)."""
     llo, lest, lup = gaussian_log_delta_bounds(eps, mu, mu_rel_err)
-    up = min(1.0, math.nextafter(math.exp(lup) * (1.0 + 4.0 * _U), math.inf))
-    lo = max(0.0, math.nextafter(math.exp(llo) * (1.0 - 4.0 * _U), 0.0)) if llo > -math.inf else 0.0
-    est = min(max(math.exp(lest), lo), up)
+    up = 1.0 if lup >= 0.0 else min(1.0, math.nextafter(math.exp(lup) * (1.0 + 4.0 * _U), math.inf))
+    lo = max(0.0, math.nextafter(math.exp(min(llo, 0.0)) * (1.0 - 4.0 * _U), 0.0)) if llo > -math.inf else 0.0
+    est = min(max(math.exp(min(lest, 0.0)), lo), up)
     return lo, est, up
 
 
 def gaussian_error_factor(eps: float, mu: float, mu_rel_err: float = 0.0) -> float:
     """Relative error bound of ``gaussian_delta`` at (eps, mu) (floating point only)."""
     llo, lest, lup = gaussian_log_delta_bounds(eps, mu, mu_rel_err)
-    return math.expm1(max(lup - lest, lest - llo)) + 4.0 * _U
+    return math.expm1(min(max(lup - lest, lest - llo), 700.0)) + 4.0 * _U
 
 
 def gaussian_epsilon(delta: float, mu: float, mu_rel_err: float = 0.0) -> tuple[float, float]:

@@ -327,7 +327,7 @@ def log_delta(terms: list[ClosedTerm], eps: float,
         lo = max(lo, term.atoms.merge_shift)
         # the atoms' floating-point error (atoms.Atoms): log-masses within log_err (relative on this
         # term's delta); their loss error is handled by ``side``, or bounded by loss_err x mass
-        err_t = math.expm1(term.atoms.log_err) * math.exp(v) if v > -math.inf else 0.0
+        err_t = math.expm1(min(term.atoms.log_err, 700.0)) * math.exp(v) if v > -math.inf else 0.0
         if side == 0:
             err_t += term.atoms.loss_err * math.exp(min(term.log_bound, 0.0))
         up += err_t
