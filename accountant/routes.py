@@ -85,16 +85,21 @@ class GaussianExactRoute:
     def applies(self, ledger: Ledger) -> bool:
         return ledger.gaussian_mu is not None
 
+    @staticmethod
+    def _mu_rel_err(ledger: Ledger) -> float:
+        """Relative rounding error bound of the ledger's mu = sqrt(sum_j k_j mu_j^2) (each mu_j one
+        rounding, squaring, scaling, an n-term sum and the square root)."""
+        return (2.0 * len(ledger) + 8.0) * 2.0 ** -53
+
     def epsilon(self, ledger: Ledger, delta: float, ctx: QueryContext) -> Bracket:
         mu = ledger.gaussian_mu
-        eps, err = gaussian_dp.gaussian_epsilon(delta, mu)
+        eps, err = gaussian_dp.gaussian_epsilon(delta, mu, self._mu_rel_err(ledger))
         return Bracket.exact(eps, max(eps - err, 0.0), eps - err / 2, {"mu": mu})
 
     def delta(self, ledger: Ledger, epsilon: float, ctx: QueryContext) -> Bracket:
         mu = ledger.gaussian_mu
-        d = gaussian_dp.gaussian_delta(epsilon, mu)
-        err = d * gaussian_dp.gaussian_error_factor(epsilon, mu)
-        return Bracket.exact(min(1.0, d + err), max(d - err, 0.0), d, {"mu": mu})
+        lo, d, up = gaussian_dp.gaussian_delta_bounds(epsilon, mu, self._mu_rel_err(ledger))
+        return Bracket.exact(up, lo, d, {"mu": mu})
 
 
 class LaplaceExactRoute:

@@ -70,11 +70,20 @@ def atoms_log_delta(losses, logw, eps):  # pragma: no cover - compiled
             vals[i] = -np.inf
     if m == -np.inf:
         return -np.inf
+    # Neumaier-compensated sum of positive terms: relative error <= 2u + O(n u^2) (callers add
+    # ATOMS_DELTA_REL_ERR), instead of the n u of a plain running sum
     acc = 0.0
+    comp = 0.0
     for i in range(n):
         if vals[i] > -np.inf:
-            acc += math.exp(vals[i] - m)
-    return m + math.log(acc)
+            x = math.exp(vals[i] - m)
+            t = acc + x
+            if abs(acc) >= abs(x):
+                comp += (acc - t) + x
+            else:
+                comp += (x - t) + acc
+            acc = t
+    return m + math.log(acc + comp)
 
 
 @njit(cache=True)

@@ -8,6 +8,17 @@ Viswanath 2015): no numerical integration is involved.
 
 Atoms whose log-mass falls below ``LOG_PRUNE`` (1e-300 relative to nothing: an absolute floor) are
 dropped; their total mass is returned so that callers add it to the upper bound of delta.
+
+Floating point.  Every ``Atoms`` carries two rigorous error bounds that grow through ``single``,
+``power``, ``convolve`` and merging: ``log_err`` (every kept log-mass is within it of the exact
+log-mass of the composition of the mechanisms' exact atoms, so masses carry a relative error
+<= expm1(log_err)) and ``loss_err`` (every loss is within it of the exact loss).  The input atoms of a
+mechanism are taken to be accurate to ``INPUT_ULPS`` ulps of (1 + |loss|) plus 2 ulps of |log mass| plus
+its declared ``log_mgf_error`` (closed forms built from exp / log1p of the parameters, e.g. randomized
+response's log-masses eps - log(e^eps + k - 1) lose ulps of eps).  Binomial
+coefficients are evaluated as log C(k, j) = stirlerr terms - j log(j/k) - (k-j) log((k-j)/k) +
+0.5 log(k / (2 pi j (k-j))) (no lgamma(k) of size k log k to cancel), so the rounding error is a few
+ulps of k log 2 instead of k log k.
 """
 
 from __future__ import annotations
@@ -22,6 +33,8 @@ LOG_PRUNE = -690.0  # exp(-690) ~ 1e-300
 MAX_ATOMS = 400_000  # above this we stop separating atoms (the contour still handles them)
 _PRUNED_MASS = 3e-300  # > e^{LOG_PRUNE} = 2.2e-300: a bound on the mass of each pruned atom
 MERGE_DECIMALS = 11  # losses equal to 1e-11 are merged onto the larger loss (safe side)
+_U = 2.0 ** -53  # unit roundoff
+INPUT_ULPS = 4.0  # accuracy of the mechanisms' own atoms: ulps of (1 + |loss|), plus 2 ulps of |log mass|
 
 
 @dataclass(frozen=True)
@@ -32,22 +45,29 @@ class Atoms:
     logw: np.ndarray
     dropped_mass: float = 0.0  # total mass of pruned atoms (bound), added to delta's upper bound
     merge_shift: float = 0.0  # max |loss shift| applied by merging (for the error report)
+    log_err: float = 0.0  # bound on |log-mass - exact log-mass| of every kept atom (floating point)
+    loss_err: float = 0.0  # bound on |loss - exact loss| of every kept atom (floating point)
 
     @property
     def size(self) -> int:
         return int(self.losses.shape[0])
 
 
-def _merge_prune(losses: np.ndarray, logw: np.ndarray, dropped: float, shift: float) -> Atoms:
+def _max_abs(x: np.ndarray) -> float:
+    return float(np.max(np.abs(x))) if x.size else 0.0
+
+
+def _merge_prune(losses: np.ndarray, logw: np.ndarray, dropped: float, shift: float,
+                 log_err: float = 0.0, loss_err: float = 0.0) -> Atoms:
     if losses.size == 0:
-        return Atoms(losses, logw, dropped, shift)
+        return Atoms(losses, logw, dropped, shift, log_err, loss_err)
     keys = np.round(losses, MERGE_DECIMALS)
-    if keys.size > 1 and (np.all(keys[1:] > keys[:-1]) or np.all(keys[1:] < keys[:-1])):
+    if keys.size == 1 or np.all(keys[1:] > keys[:-1]) or np.all(keys[1:] < keys[:-1]):
         # already distinct (e.g. a binomial power): nothing to merge
         keep = logw >= LOG_PRUNE
         if not keep.all():
             dropped += _PRUNED_MASS * float(np.count_nonzero(~keep))
-        return Atoms(losses[keep], logw[keep], dropped, shift)
+        return Atoms(losses[keep], logw[keep], dropped, shift, log_err, loss_err)
     order = np.argsort(keys, kind="stable")
     keys, losses, logw = keys[order], losses[order], logw[order]
     starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
@@ -57,26 +77,34 @@ def _merge_prune(losses: np.ndarray, logw: np.ndarray, dropped: float, shift: fl
     shift = max(shift, float(np.max(new_l - np.minimum.reduceat(losses, starts))))
     m = np.maximum.reduceat(logw, starts)
     new_w = m + np.log(np.add.reduceat(np.exp(logw - np.repeat(m, counts)), starts))
+    # log-sum-exp of a group of n: n + 3 roundings relative, plus the final addition
+    log_err += _U * (float(np.max(counts)) + 4.0 + _max_abs(new_w) + _max_abs(m))
     keep = new_w >= LOG_PRUNE
     if not keep.all():
         dropped += _PRUNED_MASS * float(np.count_nonzero(~keep))
-    return Atoms(new_l[keep], new_w[keep], dropped, shift)
+    return Atoms(new_l[keep], new_w[keep], dropped, shift, log_err, loss_err)
 
 
-def _merge_prune_sorted(losses: np.ndarray, logw: np.ndarray, dropped: float, shift: float) -> Atoms:
+def _merge_prune_sorted(losses: np.ndarray, logw: np.ndarray, dropped: float, shift: float,
+                        log_err: float = 0.0, loss_err: float = 0.0) -> Atoms:
     """Prune only (the losses are known to be distinct)."""
     keep = logw >= LOG_PRUNE
     if not keep.all():
         dropped += _PRUNED_MASS * float(np.count_nonzero(~keep))
         losses, logw = losses[keep], logw[keep]
-    return Atoms(losses, logw, dropped, shift)
+    return Atoms(losses, logw, dropped, shift, log_err, loss_err)
 
 
-def single(losses: np.ndarray, masses: np.ndarray) -> Atoms:
+def single(losses: np.ndarray, masses: np.ndarray, declared_log_err: float = 0.0) -> Atoms:
+    """Atoms of one mechanism (masses > 0 kept).  ``declared_log_err``: the mechanism's own declared
+    log-MGF error, added to the input floating-point error (see the module docstring)."""
     losses = np.asarray(losses, dtype=float)
     masses = np.asarray(masses, dtype=float)
     pos = masses > 0
-    return _merge_prune(losses[pos], np.log(masses[pos]), 0.0, 0.0)
+    l, lw = losses[pos], np.log(masses[pos])
+    log_err = INPUT_ULPS * _U * (1.0 + _max_abs(l)) + 2.0 * _U * _max_abs(lw) + declared_log_err
+    loss_err = 2.0 * _U * _max_abs(l)
+    return _merge_prune(l, lw, 0.0, 0.0, log_err, loss_err)
 
 
 def convolve(a: Atoms, b: Atoms) -> Atoms | None:
@@ -87,13 +115,17 @@ def convolve(a: Atoms, b: Atoms) -> Atoms | None:
         one, other = (a, b) if a.size == 1 else (b, a)
         dropped = a.dropped_mass + b.dropped_mass + a.dropped_mass * b.dropped_mass
         # a point mass only shifts and scales: no merging needed
-        return _merge_prune_sorted(other.losses + one.losses[0], other.logw + one.logw[0], dropped,
-                                   max(a.merge_shift, b.merge_shift))
+        losses, logw = other.losses + one.losses[0], other.logw + one.logw[0]
+        return _merge_prune_sorted(losses, logw, dropped, max(a.merge_shift, b.merge_shift),
+                                   a.log_err + b.log_err + _U * _max_abs(logw),
+                                   a.loss_err + b.loss_err + _U * _max_abs(losses))
     losses = np.add.outer(a.losses, b.losses).ravel()
     logw = np.add.outer(a.logw, b.logw).ravel()
     # dropped mass of a product: (Wa + da)(Wb + db) - Wa Wb <= da*(Wb+db) + db*(Wa+da), Wa, Wb <= 1
     dropped = a.dropped_mass + b.dropped_mass + a.dropped_mass * b.dropped_mass
-    out = _merge_prune(losses, logw, dropped, max(a.merge_shift, b.merge_shift))
+    out = _merge_prune(losses, logw, dropped, max(a.merge_shift, b.merge_shift),
+                       a.log_err + b.log_err + _U * _max_abs(logw),
+                       a.loss_err + b.loss_err + _U * _max_abs(losses))
     if out.size > MAX_ATOMS:
         return None
     return out
@@ -120,7 +152,9 @@ def power(a: Atoms, k: int, log_fact: np.ndarray | None = None) -> Atoms | None:
     if a.size == 0:
         return a
     if a.size == 1:
-        return _merge_prune(a.losses * k, a.logw * k, 0.0, 0.0)
+        lk, wk = a.losses * k, a.logw * k
+        return _merge_prune(lk, wk, 0.0, 0.0, k * a.log_err + _U * _max_abs(wk),
+                            k * a.loss_err + _U * _max_abs(lk))
     if a.size == 2:
         return _binomial_power(a, k, log_fact)
     # general: binary powering with merging
@@ -148,7 +182,7 @@ def _binomial_power(a: Atoms, k: int, log_fact: np.ndarray | None) -> Atoms | No
     exceed the floor is built (and nothing at all when the total (w0 + w1)^k is below it)."""
     lw0, lw1 = float(a.logw[0]), float(a.logw[1])
     log_tot = k * float(np.logaddexp(lw0, lw1))
-    if log_tot < LOG_PRUNE - 1.0:  # every atom (and their sum) is below the floor
+    if log_tot + k * a.log_err < LOG_PRUNE - 1.0:  # every atom (and their sum) is below the floor
         return Atoms(np.empty(0), np.empty(0), _PRUNED_MASS * float(k + 1), 0.0)
     lo_j, hi_j = 0, k
     if k > _WINDOW_FROM:
@@ -180,27 +214,126 @@ def _binomial_power(a: Atoms, k: int, log_fact: np.ndarray | None) -> Atoms | No
             hi_j = min(lo + 1, k)
     ji = np.arange(lo_j, hi_j + 1)
     j = ji.astype(float)
-    if log_fact is not None and log_fact.size > k:
-        logc = log_fact[k] - log_fact[ji] - log_fact[k - ji]
-    else:
-        logc = gammaln(k + 1.0) - gammaln(j + 1.0) - gammaln(k - j + 1.0)
-    logw = logc + j * lw0 + (k - j) * lw1
-    losses = j * a.losses[0] + (k - j) * a.losses[1]
+    logc, logc_err = log_binomial_coefficients(k, ji)
+    t0, t1 = j * lw0, (k - j) * lw1
+    logw = logc + t0 + t1
+    l0, l1 = j * a.losses[0], (k - j) * a.losses[1]
+    losses = l0 + l1
     keep = logw >= LOG_PRUNE
     # the atoms outside the window are below the floor too (concavity)
     dropped = _PRUNED_MASS * float(np.count_nonzero(~keep) + (k + 1 - j.size))
     if np.count_nonzero(keep) > MAX_ATOMS:
         return None
+    # floating point: the inputs' errors times the exponents, the coefficients' error, the products
+    # and the two additions (2 ulps of the summands' magnitudes)
+    log_err = k * a.log_err + float(np.max(logc_err + 2.0 * _U * (np.abs(logc) + np.abs(t0) + np.abs(t1)),
+                                           initial=0.0))
+    loss_err = k * a.loss_err + 2.0 * _U * float(np.max(np.abs(l0) + np.abs(l1), initial=0.0))
     if abs(float(a.losses[0]) - float(a.losses[1])) > 1e-9:
         # consecutive losses differ by |l0 - l1|: already distinct after rounding, nothing to merge
-        return Atoms(losses[keep], logw[keep], dropped, 0.0)
-    return _merge_prune(losses[keep], logw[keep], dropped, 0.0)
+        return Atoms(losses[keep], logw[keep], dropped, 0.0, log_err, loss_err)
+    return _merge_prune(losses[keep], logw[keep], dropped, 0.0, log_err, loss_err)
+
+
+_STIRLING_TABLE_MAX = 30
+
+
+def _stirlerr(n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(stirlerr(n), error bound) for integers n >= 1: log(n!) - (n + 1/2) log n + n - log(2 pi)/2.
+
+    n > 30: the Stirling series 1/(12n) - 1/(360n^3) + 1/(1260n^5) - 1/(1680n^7), truncation error
+    < 1/(1188 n^9) < 1e-16 (alternating series); n <= 30: from log(n!) with n! exact (an integer below
+    2^108, rounded once), error a few ulps of the terms (<= 200 ulps absolute, bounded below)."""
+    n = np.asarray(n, dtype=float)
+    out = np.empty(n.shape)
+    err = np.empty(n.shape)
+    big = n > _STIRLING_TABLE_MAX
+    nb = n[big]
+    inv = 1.0 / nb
+    inv2 = inv * inv
+    out[big] = inv * (1.0 / 12.0 - inv2 * (1.0 / 360.0 - inv2 * (1.0 / 1260.0 - inv2 / 1680.0)))
+    err[big] = 1e-16 + 4.0 * _U * out[big]
+    small = ~big
+    if small.any():
+        ns = n[small].astype(np.int64)
+        out[small] = _STIRLERR_SMALL[ns]
+        err[small] = 400.0 * _U
+    return out, err
+
+
+def _stirlerr_small_table() -> np.ndarray:
+    t = np.zeros(_STIRLING_TABLE_MAX + 1)
+    for i in range(1, _STIRLING_TABLE_MAX + 1):
+        t[i] = math.log(float(math.factorial(i))) - (i + 0.5) * math.log(i) + i - 0.5 * math.log(2 * math.pi)
+    return t
+
+
+_STIRLERR_SMALL = _stirlerr_small_table()
+
+
+def log_binomial_coefficients(k: int, j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(log C(k, j), absolute error bound) for integers 0 <= j <= k < 2^53 (array j).
+
+    log C(k, j) = stirlerr(k) - stirlerr(j) - stirlerr(k - j) - j log(j/k) - (k - j) log((k - j)/k)
+    + (1/2) log(k / (2 pi j (k - j))) for 0 < j < k (Stirling's formula with the exact remainder
+    stirlerr; Loader 2000), 0 at j = 0 and j = k.  Every term is computed to a few ulps of its own
+    size, and no term exceeds k log 2 + O(log k) in size, so the error bound is about 10 ulps of
+    k log 2 (versus ulps of k log k for differences of lgamma values).
+    """
+    j = np.asarray(j, dtype=np.int64)
+    out = np.zeros(j.shape)
+    err = np.zeros(j.shape)
+    inner = (j > 0) & (j < k)
+    if not inner.any():
+        return out, err
+    ji = j[inner].astype(float)
+    kf = float(k)
+    mi = kf - ji
+    sk, ek = _stirlerr(np.array([kf]))
+    sj, ej = _stirlerr(ji)
+    sm, em = _stirlerr(mi)
+    tj = ji * np.log(ji / kf)
+    tm = mi * np.log(mi / kf)
+    half = 0.5 * np.log(kf / (2.0 * math.pi * ji * mi))
+    out[inner] = sk[0] - sj - sm - tj - tm + half
+    # j/k is rounded (relative u), so log(j/k) is off by <= u absolute before its own rounding: the
+    # products carry j u + (k - j) u = k u, plus a few ulps of each term and of the sum
+    err[inner] = ek[0] + ej + em + 8.0 * _U * (np.abs(tj) + np.abs(tm) + np.abs(half) + 1.0) + 2.0 * _U * kf
+    return out, err
+
+
+def kernel_rel_err(n: int) -> float:
+    """Relative floating-point error bound of :func:`log_delta` over n atoms: per term exp, expm1, log
+    and the rounding of eps - l (a few ulps; (1 - e^x) is well conditioned in x <= 0), the compensated
+    sum (2u + n^2 u^2 ... bounded by 2u + 4 n u^2 for n u < 0.01), the final log and exp."""
+    return 16.0 * _U + 4.0 * n * _U * _U
 
 
 def log_delta(atoms: Atoms, eps: float) -> float:
-    """log sum_i w_i (1 - e^{eps - l_i})_+ over the kept atoms."""
+    """log sum_i w_i (1 - e^{eps - l_i})_+ over the kept atoms (floating point; see
+    :func:`log_delta_bounds` for a rigorous bracket of the exact composition)."""
     from ._kernels import atoms_log_delta
 
     if atoms.size == 0:
         return -math.inf
     return float(atoms_log_delta(atoms.losses, atoms.logw, float(eps)))
+
+
+def log_delta_bounds(atoms: Atoms, eps: float, extra_shift: float = 0.0) -> tuple[float, float]:
+    """(lower, upper) of log sum_i w_i (1 - e^{eps - l_i})_+ for the *exact* atoms of the composition.
+
+    Exact losses lie within ``loss_err`` of the computed ones (and, for the lower side, up to
+    ``merge_shift + extra_shift`` below them): delta is non-increasing in eps, and shifting every loss
+    by s is the same as evaluating at eps - s, so the computed sum at eps -/+ shift brackets the exact
+    one; log-masses lie within ``log_err``, and the kernel's own rounding is ``kernel_rel_err``.
+    """
+    if atoms.size == 0:
+        return -math.inf, -math.inf
+    rel = math.log1p(kernel_rel_err(atoms.size))
+    s_up = atoms.loss_err
+    s_lo = atoms.loss_err + atoms.merge_shift + extra_shift
+    up = log_delta(atoms, eps - s_up) if s_up > 0.0 else log_delta(atoms, eps)
+    lo = log_delta(atoms, eps + s_lo) if s_lo > 0.0 else (up if s_up == 0.0 else log_delta(atoms, eps))
+    up = up + atoms.log_err + rel + 4.0 * _U * abs(up) if up > -math.inf else up
+    lo = lo - atoms.log_err - rel - 4.0 * _U * abs(lo) if lo > -math.inf else lo
+    return lo, up

@@ -198,8 +198,8 @@ class ComposedPLD:
         if self.has_atoms:
             comp: atoms_mod.Atoms | None = atoms_mod.Atoms(np.array([0.0]), np.array([0.0]))
             log_fact = atoms_mod.shared_log_factorials(max(k for _, k in self.entries))
-            for j, ((l, w), (_, k)) in enumerate(zip(self._atoms_j, self.entries, strict=True)):
-                singles[j] = atoms_mod.single(l, w)
+            for j, ((l, w), (m, k)) in enumerate(zip(self._atoms_j, self.entries, strict=True)):
+                singles[j] = atoms_mod.single(l, w, m.log_mgf_error)
                 pk = powers[j, k] = atoms_mod.power(singles[j], k, log_fact)
                 comp = None if (pk is None or comp is None) else atoms_mod.convolve(comp, pk)
                 if comp is None:
@@ -397,8 +397,9 @@ class ComposedPLD:
         key = ("line", c)
         line = self._env_cache.get(key)
         if line is None:
-            log_a = [float(np.logaddexp.reduce(np.log(w) + c * l)) if len(l) else -math.inf
-                     for l, w in self._atoms_j]
+            with np.errstate(divide="ignore"):  # (atoms of underflowed mass 0 contribute -inf)
+                log_a = [float(np.logaddexp.reduce(np.log(w) + c * l)) if len(l) else -math.inf
+                         for l, w in self._atoms_j]
             la = (sum(k * v for v, (_, k) in zip(log_a, self.entries, strict=True)) if self.has_atoms
                   else -math.inf)
             # |M_R(c+it)| <= (M - A)(c) for every t (R is a non-negative measure, part of M - A)
@@ -663,61 +664,103 @@ class _Grid:
         # summation) w.r.t. the magnitudes before the M - A subtraction; the mechanisms' declared
         # log-MGF errors are relative to M(Re s), i.e. bounded by expm1(err) on the scaled line.
         phase = _U64 * 4 * (self.u_trunc * abs(eps) + abs(c * eps))
-        rel = (math.expm1(self.node_log_err - self.pld.mgf_err + phase)
+        # (exponents capped at 700: beyond, the error bound is astronomically large, i.e. the bracket
+        # becomes the trivial [0, 1] instead of an OverflowError, e.g. for GNMax(sigma=1e-8))
+        rel = (math.expm1(min(self.node_log_err - self.pld.mgf_err + phase, 700.0))
                + _U64 * (self.t.size + 4.0 + 4.0 * PHASE_ANCHOR))  # (+ the phase rotations)
-        fp = self.sum_kern_mag * rel + self.sum_kern * math.expm1(self.pld.mgf_err) + sa * 4 * _U64
+        fp = (self.sum_kern_mag * rel + self.sum_kern * math.expm1(min(self.pld.mgf_err, 700.0))
+              + sa * 4 * _U64)
         return log_scale, s, trunc + a_up + a_lo + fp, trunc + fp
+
+
+def _exp_up(lx: float) -> float:
+    """An upper bound on e^{lx} (true value of the float lx), capped at 1: exp's rounding (< 1 ulp, also
+    for subnormal results) covered by a relative margin and one step up."""
+    if lx >= 0.0:
+        return 1.0
+    if lx == -math.inf:
+        return 0.0
+    return min(1.0, math.nextafter(math.exp(lx) * (1.0 + 4.0 * _U64), math.inf))
+
+
+def _exp_dn(lx: float) -> float:
+    """A lower bound on e^{lx}, in [0, 1]."""
+    if lx == -math.inf:
+        return 0.0
+    return max(0.0, math.nextafter(math.exp(min(lx, 0.0)) * (1.0 - 4.0 * _U64), 0.0))
+
+
+def _add_up(*xs: float) -> float:
+    """An upper bound on the exact sum of non-negative floats (each addition rounds by <= 1/2 ulp)."""
+    tot = math.fsum(xs)
+    return math.nextafter(tot, math.inf) if tot > 0.0 else 0.0
 
 
 def _combine(pld: ComposedPLD, grid: _Grid | None, eps: float) -> tuple[float, float, float, dict]:
     """(estimate, lower, upper) of delta(eps) for one direction.
 
-    delta = p_inf + delta_atoms (exact) + delta_R (contour, bracketed); delta_R >= 0 always.
+    delta = p_inf + delta_atoms (exact) + delta_R (contour, bracketed); delta_R >= 0 always.  Every
+    floating-point step rounds the upper end up and the lower end down (``_exp_up``, ``_exp_dn``,
+    the atoms' ``log_delta_bounds``); lower <= upper <= 1 always.
     """
-    def unscale(x: float) -> float:  # x * e^{log_scale}, clamped to [0, 1] without overflow
+    def unscale(x: float, up: bool) -> float:  # x * e^{log_scale} in [0, 1], rounded up or down
         if x <= 0.0:
             return 0.0
         lx = math.log(x) + log_scale
-        return 1.0 if lx >= 0.0 else math.exp(lx)
+        m = 2.0 * _U64 * (abs(math.log(x)) + abs(log_scale) + 1.0)  # rounding of the log and the sum
+        return _exp_up(lx + m) if up else _exp_dn(lx - m)
 
     log_floor = -math.inf
     if grid is not None:
         log_scale, s, lo_err, up_err = grid.delta_r(eps)
-        r_est, r_up, r_lo = unscale(s), unscale(s + up_err), unscale(s - lo_err)
-        if s + up_err > 0 and r_up == 0.0:
-            r_up = 5e-324  # never report 0 when the bound is merely below the float range
+        r_est, r_up, r_lo = unscale(s, False), unscale(s + up_err, True), unscale(s - lo_err, False)
         # exact parts whose whole mass is below e^-32 (1.3e-14) of the contour part are not
         # integrated (nor enumerated): their delta, between 0 and that mass, widens the bracket on the
         # upper side by a relative 1e-14 at most per part, far below the target accuracy
         if r_up > 0.0:
             log_floor = math.log(r_up) - 32.0
-    base = pld.p_inf
+    # p_inf = -expm1(log_keep): log_keep is a sum of k_j log1p(-p_j) (a few ulps each, relative)
+    p_up = p_lo = base = pld.p_inf
+    if base > 0.0:
+        p_up = base * (1.0 + 8.0 * _U64 * (len(pld.entries) + 2.0))
+        p_lo = base * (1.0 - 8.0 * _U64 * (len(pld.entries) + 2.0))
+    base_up, base_lo = [p_up], [p_lo]
     extra_up = extra_lo = 0.0
     if pld.atoms is not None and pld.atoms_exact:
         if pld.atoms_log_mass < log_floor:
-            extra_up = math.exp(pld.atoms_log_mass)
+            extra_up = _exp_up(pld.atoms_log_mass + pld.atoms.log_err + 1e-12)
         else:
             la = atoms_mod.log_delta(pld.atoms, eps)
             if la > -math.inf:
                 base += math.exp(la)
-        # pruned atoms (upper side) and merged losses (moved up by <= merge_shift: lower side)
+            # exact atoms bracketed: losses within loss_err (and merged ones moved up by merge_shift),
+            # log-masses within log_err, the kernel's rounding
+            a_lo, a_up = atoms_mod.log_delta_bounds(pld.atoms, eps)
+            base_up.append(_exp_up(a_up))
+            base_lo.append(_exp_dn(a_lo))
+        # pruned atoms (upper side)
         extra_up += pld.atoms.dropped_mass
-        extra_lo = pld.atoms.merge_shift
         if pld.closed_terms:
-            lf, f_up, f_lo = pieces_mod.log_delta(pld.closed_terms, eps, log_floor)
+            lf, f_up, _ = pieces_mod.log_delta(pld.closed_terms, eps, log_floor, side=1)
+            lf_lo, _, f_lo = pieces_mod.log_delta(pld.closed_terms, eps, log_floor, side=-1)
             if lf > -math.inf:
                 base += math.exp(lf)
+                base_up.append(_exp_up(lf))
+            if lf_lo > -math.inf:
+                base_lo.append(_exp_dn(lf_lo))
             extra_up += f_up
             extra_lo += f_lo
     details: dict = {}
+    b_up = _add_up(*base_up, extra_up)
+    b_lo = math.nextafter(max(math.fsum(base_lo) - extra_lo, 0.0), 0.0)
     if grid is None:
-        # float64 summation of the atoms: a few ulps of relative error, added on the safe side
-        rnd = 1e-14 * base
-        return base, max(base - extra_lo - rnd, 0.0), min(1.0, base + extra_up + rnd), details
+        upper = min(1.0, b_up)
+        lower = min(b_lo, upper)
+        return min(max(base, lower), upper), lower, upper, details
     details = {"c": grid.c, "h": grid.h, "nodes": int(grid.t.size), "U": grid.u_trunc,
                "error_rel": (r_up - r_lo) / max(base + r_est, 1e-300)}
-    upper = min(1.0, base * (1 + 1e-14) + r_up + extra_up)
-    lower = max(base * (1 - 1e-14) - extra_lo + r_lo, 0.0)
+    upper = min(1.0, _add_up(b_up, r_up))
+    lower = min(math.nextafter(b_lo + r_lo, 0.0) if b_lo + r_lo > 0.0 else 0.0, upper)
     est = min(max(base + r_est, lower), upper)
     return est, lower, upper, details
 
@@ -732,6 +775,14 @@ _LIMIT_WARNING = ("the characteristic-function route reached its per-query work 
 # what the fallback may still spend on a Chernoff bound after the limit was reached
 _FALLBACK_WORK, _FALLBACK_TIME = 2.0e6, 0.5
 _TINY = 5e-324  # the smallest positive double
+
+
+def _cheap_chernoff_margin(pld: ComposedPLD, c: float, eps: float, log_value: float) -> float:
+    """Rounding allowance of a float Chernoff exponent log kappa(c) + log M(c) - c eps without new MGF
+    evaluations: |log M(c)| <= |value| + |log kappa(c)| + |c eps|, and a few ulps per summand."""
+    lk = abs(_log_kappa(c))
+    mag = abs(log_value) + lk + abs(c * eps)
+    return 64.0 * _U64 * (len(pld.entries) + 4.0) * (1.0 + lk + mag + abs(c * eps))
 
 
 def delta_bounds(pld: ComposedPLD, eps: float, rtol: float = DEFAULT_RTOL, *,
@@ -761,6 +812,7 @@ def delta_bounds(pld: ComposedPLD, eps: float, rtol: float = DEFAULT_RTOL, *,
     try:
         c = pld.saddle(eps)
         log_ch = pld.chernoff_log_delta(c, eps) + pld.mgf_err
+        log_ch += _cheap_chernoff_margin(pld, c, eps, log_ch)
         if log_ch < 0.0 and pld.p_inf + math.exp(log_ch) < up:
             # (never 0: the Chernoff value may underflow while the true delta is positive)
             up = max(min(1.0, (pld.p_inf + math.exp(log_ch)) * (1.0 + 8 * _U64)), _TINY)
@@ -794,11 +846,21 @@ def _delta_bounds(pld: ComposedPLD, eps: float, rtol: float, skip_if_capped: boo
     if pld.tv_bound is not None and eps >= 0.0:
         up = min(up, pld.tv_bound)
         lo = min(lo, up)
-    # the Chernoff bound of the same pair is rigorous too: never certify anything weaker
+    # the Chernoff bound of the same pair is rigorous too: never certify anything weaker (its float
+    # evaluation is rounded up by a few ulps of the summands' size)
     log_ch = pld.chernoff_log_delta(c, eps) + pld.mgf_err
     if log_ch < 0.0:
-        up = min(up, pld.p_inf + math.exp(log_ch))
+        log_ch += _chernoff_margin(pld, c, eps)
+        up = min(up, _add_up(pld.p_inf * (1.0 + 64 * _U64), _exp_up(log_ch)))
+        lo = min(lo, up)
     return DeltaBounds(eps, min(max(est, lo), up), lo, up, pld.direction, det)
+
+
+def _chernoff_margin(pld: ComposedPLD, c: float, eps: float) -> float:
+    """Bound on the rounding error of the float Chernoff exponent log kappa(c) + log M(c) - c eps: a few
+    ulps of each summand (log M(c) = sum_j k_j log M_j(c), each term and the sum rounded)."""
+    mag = sum(k * abs(m.log_mgf_real(c, pld.direction)) for m, k in pld.entries)
+    return 16.0 * _U64 * (len(pld.entries) + 4.0) * (1.0 + abs(_log_kappa(c)) + mag + abs(c * eps))
 
 
 def epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float = DEFAULT_RTOL, *,
@@ -824,7 +886,8 @@ def epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float = DEFAULT_RTOL, *
     try:
         hi, c_ch = _chernoff_eps_opt(pld, delta - pld.p_inf)
         if math.isfinite(hi):
-            upper, what = max(0.0, (hi + pld.mgf_err / c_ch) * (1.0 + 8 * _U64)), "Chernoff"
+            slack = _cheap_chernoff_margin(pld, c_ch, hi, math.log(delta - pld.p_inf)) / c_ch
+            upper, what = max(0.0, (hi + (pld.mgf_err / c_ch + slack)) * (1.0 + 8 * _U64)), "Chernoff"
     except (WorkLimitReached, ValueError, ArithmeticError):
         pass
     finally:
@@ -874,7 +937,15 @@ def _epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float,
         def lo_fn(e, _c=comb):
             return _c(e)[1]
 
-        result = _solve(pld, delta, up_fn, lo_fn, hi, details, slope=c_ch)
+        try:
+            result = _solve(pld, delta, up_fn, lo_fn, hi, details, slope=c_ch)
+        except FloatingPointError:
+            if result is not None:
+                break
+            # the contour's bracket is too wide to certify anything below the Chernoff bound (e.g. a
+            # Gaussian pair with mu = 1e8, where the float error bound exceeds 1): that bound stands
+            result = EpsilonBounds(delta, hi, 0.0, hi, pld.direction, {"reason": "Chernoff bound only"})
+            break
         det = comb(result.upper)[3]
         details = {**det, "chernoff_eps": hi}
         if result.upper - result.lower <= 1e3 * rtol * max(result.upper, 1e-12) or result.upper == 0.0:
@@ -967,7 +1038,12 @@ def _chernoff_eps_opt(pld: ComposedPLD, d_fin: float) -> tuple[float, float]:
     # any c gives a rigorous bound; near the optimum the value is flat (an error x in log c costs
     # O(x^2)), and the exact root is found later on the contour: 1e-4 is ample
     x, fx = _minimize_bounded(f, math.log(1e-6), math.log(cmax), 1e-4)
-    return max(float(fx), 0.0), float(math.exp(x))
+    c = float(math.exp(x))
+    if fx >= 1e300:
+        return max(float(fx), 0.0), c
+    # round the float bound up: a few ulps of the exponent's summands, divided by c
+    margin = (_chernoff_margin(pld, c, 0.0) + 4.0 * _U64 * abs(ld)) / c
+    return max(float(fx) + margin + 4.0 * _U64 * abs(float(fx)), 0.0), c
 
 
 def _bracket_above(f_up, hi: float) -> float:
@@ -1048,6 +1124,34 @@ def _root_bracket(f, a: float, fa: float, b: float, fb: float, tol: float) -> fl
     return b
 
 
+def _snap_up(f_up, b: float) -> float:
+    """The smallest point of the grid g Z (g a power of two near 1e-12 max(1, b)) at or below ``b`` with
+    f_up <= 0 whose left neighbour has f_up > 0 (``b`` itself satisfies f_up(b) <= 0).
+
+    The root finders stop anywhere within their tolerance, so two queries at nearby delta could return
+    certified eps in the wrong order; on a fixed grid the answer is the first grid point of the set
+    {f_up <= 0}, which only grows with delta: eps(delta) is then non-increasing in delta (for the same
+    certified delta function, e.g. every purely atomic ledger)."""
+    if not (b > 0.0 and math.isfinite(b)):
+        return b
+    # the root finders leave b within 1e-11 max(1, b) above the first point with f_up <= 0: a grid of
+    # an eighth of that reaches it in at most 9 steps down (and adds at most g ~ 1e-12 b)
+    g = 2.0 ** math.floor(math.log2(1e-11 * max(1.0, b) / 8.0))
+    x = math.ceil(b / g) * g
+    for _ in range(8):  # (x >= b; f_up non-increasing: f_up(x) <= 0 up to rounding)
+        if f_up(x) <= 0.0:
+            break
+        x += g
+    else:
+        return b
+    for _ in range(12):
+        y = x - g
+        if y < 0.0 or f_up(y) > 0.0:
+            break
+        x = y
+    return x
+
+
 def _solve(pld, delta, up_fn, lo_fn, hi: float, details, slope: float) -> EpsilonBounds:
     """eps bracket from the certified (``up_fn``) and lower (``lo_fn``) delta brackets; ``hi`` and
     ``slope``: the optimised Chernoff bound and its line (start and slope of the root search)."""
@@ -1059,7 +1163,7 @@ def _solve(pld, delta, up_fn, lo_fn, hi: float, details, slope: float) -> Epsilo
 
     if not math.isfinite(hi):
         hi = 1.0
-    eps_up = _upper_root_smooth(f_up, hi, slope)
+    eps_up = _snap_up(f_up, _upper_root_smooth(f_up, hi, slope))
     # lower bound: largest eps with delta_lower(eps) >= delta
     def f_lo(e):
         v = lo_fn(e)

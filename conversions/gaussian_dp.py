@@ -15,23 +15,58 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr
 
-# relative floating-point error of log_delta: log_ndtr is accurate to a few ulps; the subtraction
-# loses about log10(|a|/mu) digits (a = -eps/mu + mu/2).  We bound it generously.
+# unit roundoff; scipy's log_ndtr is accurate to 4.2 ulps of (1 + |value|) (measured against mpmath on
+# [-3000, 5]); we allow 16
+_U = 2.0 ** -53
+_LOG_NDTR_ULPS = 16.0
+# kept for backward compatibility: the smallest relative error ever reported
 GAUSS_REL_ERR = 1e-13
 
 
-def gaussian_log_delta(eps: float, mu: float) -> float:
-    """log delta(eps) for mu-GDP (``-inf`` if delta underflows to 0 only when it truly is < 1e-308)."""
+def _log_ndtr_err(z: float, lz: float) -> float:
+    """Bound on |computed log Phi(z) - log Phi(z_true)| when z carries a relative rounding error 2u:
+    log_ndtr's own error plus the sensitivity |d log Phi / dz| <= |z| + 1 times |dz| <= 2u |z|."""
+    return _LOG_NDTR_ULPS * _U * (1.0 + abs(lz)) + 2.0 * _U * abs(z) * (abs(z) + 1.0)
+
+
+def gaussian_log_delta_bounds(eps: float, mu: float, mu_rel_err: float = 0.0) -> tuple[float, float, float]:
+    """(lower, estimate, upper) of log delta(eps) for mu-GDP, rigorous in floating point.
+
+    The subtraction Phi(a) - e^eps Phi(b) is done as log Phi(a) + log(1 - e^x), x = eps + log Phi(b) -
+    log Phi(a) < 0: an absolute error e_x of x becomes a relative error e_x / (e^{|x| - e_x} - 1) of
+    delta, which the bounds include, as well as log_ndtr's own error and the rounding of a and b.
+    ``mu_rel_err`` is a bound on the relative error of ``mu`` itself (e.g. accumulated when mu is
+    computed from a ledger); since d delta / d mu = phi(a) (standard normal density at a), it adds
+    phi(a) |d mu| / delta to the relative error.  Upper bound, exact lower bound: closed form (Balle &
+    Wang 2018, Thm 8; Dong, Roth & Su 2019 for mu-GDP).
+    """
     if mu <= 0:
         raise ValueError(f"mu must be > 0, got {mu!r}")
     a = -eps / mu + mu / 2.0
     b = -eps / mu - mu / 2.0
     la = float(log_ndtr(a))
     lb = float(log_ndtr(b))
-    x = eps + lb - la  # log of e^eps Phi(b) / Phi(a), always < 0
-    if x >= 0.0:  # rounding at the level of 1e-16; delta is at the noise floor
-        x = -1e-300
-    return la + math.log(-math.expm1(x))
+    ea, eb = _log_ndtr_err(a, la), _log_ndtr_err(b, lb)
+    x = eps + lb - la  # log of e^eps Phi(b) / Phi(a), < 0 in exact arithmetic
+    ex = ea + eb + 4.0 * _U * (abs(eps) + abs(lb) + abs(la))
+    up_plain = la + ea  # delta <= Phi(a) always
+    if x + ex >= 0.0:
+        # delta at the floating-point noise floor: only the trivial bracket [0, Phi(a)] is certain
+        return -math.inf, min(la, up_plain), up_plain
+    ld = la + math.log(-math.expm1(x))
+    den = -(x + ex)
+    err = ea + (ex / math.expm1(den) if den < 700.0 else 0.0) + 4.0 * _U * (1.0 + abs(ld))
+    if mu_rel_err > 0.0:
+        # log(phi(a) dmu / delta), with delta >= e^{ld - err}
+        log_phi_a = -0.5 * a * a - 0.5 * math.log(2.0 * math.pi)
+        r = log_phi_a + math.log(mu * mu_rel_err) - (ld - err)
+        err += 1.01 * math.exp(r) if r < 700.0 else math.inf
+    return ld - err, ld, min(ld + err, up_plain)
+
+
+def gaussian_log_delta(eps: float, mu: float) -> float:
+    """log delta(eps) for mu-GDP (estimate; see :func:`gaussian_log_delta_bounds` for the bracket)."""
+    return gaussian_log_delta_bounds(eps, mu)[1]
 
 
 def gaussian_delta(eps: float, mu: float) -> float:
@@ -39,24 +74,38 @@ def gaussian_delta(eps: float, mu: float) -> float:
     return math.exp(gaussian_log_delta(eps, mu))
 
 
-def gaussian_error_factor(eps: float, mu: float) -> float:
-    """Relative error bound of ``gaussian_delta`` at (eps, mu) (float-point only)."""
-    a = abs(-eps / mu + mu / 2.0)
-    return GAUSS_REL_ERR * (1.0 + a / mu)
+def gaussian_delta_bounds(eps: float, mu: float, mu_rel_err: float = 0.0) -> tuple[float, float, float]:
+    """(lower, estimate, upper) of delta(eps) for mu-GDP: ``lower <= delta_true <= upper`` in floating
+    point, including the rounding of exp (also in the subnormal range: the upper end is never 0 when
+    delta > 0, the lower end is stepped one float down)."""
+    llo, lest, lup = gaussian_log_delta_bounds(eps, mu, mu_rel_err)
+    up = 1.0 if lup >= 0.0 else min(1.0, math.nextafter(math.exp(lup) * (1.0 + 4.0 * _U), math.inf))
+    lo = max(0.0, math.nextafter(math.exp(min(llo, 0.0)) * (1.0 - 4.0 * _U), 0.0)) if llo > -math.inf else 0.0
+    est = min(max(math.exp(min(lest, 0.0)), lo), up)
+    return lo, est, up
 
 
-def gaussian_epsilon(delta: float, mu: float) -> tuple[float, float]:
+def gaussian_error_factor(eps: float, mu: float, mu_rel_err: float = 0.0) -> float:
+    """Relative error bound of ``gaussian_delta`` at (eps, mu) (floating point only)."""
+    llo, lest, lup = gaussian_log_delta_bounds(eps, mu, mu_rel_err)
+    return math.expm1(min(max(lup - lest, lest - llo), 700.0)) + 4.0 * _U
+
+
+def gaussian_epsilon(delta: float, mu: float, mu_rel_err: float = 0.0) -> tuple[float, float]:
     """Smallest eps >= 0 with delta(eps) <= ``delta`` for mu-GDP, rounded up; returns (eps, err).
 
     ``err`` bounds eps - eps_true (root-finding tolerance plus the floating-point error of delta).
-    The returned eps satisfies delta(eps) * (1 + relative error) <= ``delta``.
+    The returned eps satisfies upper(delta(eps)) <= ``delta`` (:func:`gaussian_log_delta_bounds`, with
+    ``mu_rel_err`` the relative error of ``mu``).
     """
     if not (0.0 < delta < 1.0):
         raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+    # log(delta) is rounded: compare against a target moved by its rounding, on the safe side
     ld = math.log(delta)
+    ld_up, ld_lo = ld - 2.0 * _U * abs(ld), ld + 2.0 * _U * abs(ld)
 
     def f(e: float) -> float:
-        return gaussian_log_delta(e, mu) + math.log1p(gaussian_error_factor(e, mu)) - ld
+        return gaussian_log_delta_bounds(e, mu, mu_rel_err)[2] - ld_up
 
     if f(0.0) <= 0.0:
         return 0.0, 0.0
@@ -72,7 +121,8 @@ def gaussian_epsilon(delta: float, mu: float) -> tuple[float, float]:
         step *= 2.0
     # lower end: the largest eps at which even the smallest possible delta still exceeds the target
     def f_lo(e: float) -> float:
-        return gaussian_log_delta(e, mu) + math.log1p(-gaussian_error_factor(e, mu)) - ld
+        v = gaussian_log_delta_bounds(e, mu, mu_rel_err)[0]
+        return max(v, -1e300) - ld_lo
 
     if f_lo(0.0) <= 0.0:
         lo = 0.0

@@ -23,6 +23,7 @@ mpmath quadrature.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable
@@ -238,7 +239,7 @@ def build_terms(counts: list[int], atoms_j: list[tuple[np.ndarray, np.ndarray]],
                 return None
         # heaviest atoms first: the kernels then stop at the first atom whose every term is negligible
         order = np.argsort(-comp.logw, kind="stable")
-        return atoms_mod.Atoms(comp.losses[order], comp.logw[order], comp.dropped_mass, comp.merge_shift)
+        return dataclasses.replace(comp, losses=comp.losses[order], logw=comp.logw[order])
 
     log_a0 = [float(np.logaddexp.reduce(np.log(w[w > 0]))) if np.any(w > 0) else -math.inf
               for _, w in atoms_j]
@@ -291,13 +292,16 @@ def _exponents(counts: list[int], minus: dict[int, int]) -> tuple[int, ...]:
 
 
 def log_delta(terms: list[ClosedTerm], eps: float,
-              log_floor: float = -math.inf) -> tuple[float, float, float]:
+              log_floor: float = -math.inf, side: int = 0) -> tuple[float, float, float]:
     """(log delta of the closed-form terms at eps, upper-side error, lower-side error).
 
     Upper side: pruned atoms (mass times the segment mass <= 1), skipped negligible terms, rounding.
     Lower side: merged atoms moved their loss up by <= merge_shift (delta moves by <= that), rounding.
     A term whose mass bound lies below ``log_floor`` is not integrated: its delta (between 0 and that
     bound) only widens the bracket, by the bound, on the upper side.
+
+    ``side`` = +1 / -1 evaluates each term at eps -/+ its atoms' ``loss_err`` (the exact losses lie
+    within it of the computed ones, so this gives an upper / lower value); 0: at eps.
     """
     from ._kernels import quad_segments_log_delta, segments_log_delta
 
@@ -309,17 +313,25 @@ def log_delta(terms: list[ClosedTerm], eps: float,
             # negligible here (or not enumerable): its delta lies in [0, mass bound]
             up += math.exp(term.log_bound) * (1.0 + 1e-12)
             continue
+        e_t = float(eps) - side * term.atoms.loss_err
         if isinstance(sg, QuadSegments):
             v, skipped = quad_segments_log_delta(term.atoms.losses, term.atoms.logw, sg.b0, sg.b1, sg.b2,
-                                                 sg.logw, sg.rate, sg.lo, sg.hi, float(eps), _GL_X, _GL_W)
+                                                 sg.logw, sg.rate, sg.lo, sg.hi, e_t, _GL_X, _GL_W)
         else:
             v, skipped = segments_log_delta(term.atoms.losses, term.atoms.logw, sg.kind, sg.anchor,
-                                            sg.logw, sg.rate, sg.lo, sg.hi, float(eps), _GL_X, _GL_W)
+                                            sg.logw, sg.rate, sg.lo, sg.hi, e_t, _GL_X, _GL_W)
         if math.isnan(v) or math.isnan(skipped):
             raise FloatingPointError(f"closed-form delta is NaN at eps={eps!r}")
         tot = float(np.logaddexp(tot, v))
         up += term.atoms.dropped_mass + (math.exp(skipped) if skipped > -math.inf else 0.0)
         lo = max(lo, term.atoms.merge_shift)
+        # the atoms' floating-point error (atoms.Atoms): log-masses within log_err (relative on this
+        # term's delta); their loss error is handled by ``side``, or bounded by loss_err x mass
+        err_t = math.expm1(min(term.atoms.log_err, 700.0)) * math.exp(v) if v > -math.inf else 0.0
+        if side == 0:
+            err_t += term.atoms.loss_err * math.exp(min(term.log_bound, 0.0))
+        up += err_t
+        lo += err_t
     if tot > -math.inf:
         val = math.exp(tot)
         up += 1e-13 * val  # a few ulps per non-negative term (cancellation-free forms)

@@ -29,6 +29,7 @@ import numpy as np
 RULES = ("classic", "improved")
 # relative safety margin for floating-point error in evaluating the objective
 SAFETY_REL = 1e-12
+_U = 2.0 ** -53
 
 
 def default_orders(alpha_max: float = 1e4) -> np.ndarray:
@@ -164,8 +165,16 @@ def delta_from_rdp(rdp_fn: Callable[[np.ndarray], np.ndarray], eps: float, *, pu
         d_rdp, arg = 0.0, math.inf
     else:
         lval, arg = _orders_for(rdp_fn, lambda a, r: _log_delta_objective(a, r, eps, rule), alpha_max)
-        d_rdp = min(1.0, math.exp(min(lval, 0.0)) * (1.0 + SAFETY_REL * (1.0 + abs(lval))))
-        if d_rdp == 0.0 and lval > -math.inf:
-            d_rdp = 5e-324  # the bound underflowed: certify the smallest positive double, never 0
+        # floating point: (alpha - 1)(eps(alpha) - eps) cancels when eps(alpha) ~ eps at large alpha, so
+        # the margin is a few ulps of the summands' size (not of lval), on top of the relative one
+        lerr = SAFETY_REL * (1.0 + abs(lval))
+        if math.isfinite(arg) and math.isfinite(lval):
+            r = float(np.asarray(rdp_fn(np.array([arg])), dtype=float)[0])
+            am1 = arg - 1.0
+            lerr = max(lerr, 16.0 * _U * (am1 * (abs(r) + abs(eps)) + abs(am1 * math.log1p(-1.0 / arg))
+                                          + abs(math.log(arg)) + abs(lval) + 1.0))
+        d_rdp = min(1.0, math.nextafter(math.exp(min(lval + lerr, 0.0)) * (1.0 + 4.0 * _U), math.inf))
     delta = inf_mass + (1.0 - inf_mass) * d_rdp
+    if delta > 0.0:
+        delta = math.nextafter(delta, math.inf)
     return RDPConversion(min(delta, 1.0), arg, rule)

@@ -20,6 +20,8 @@ from . import _validate as V
 from .base import Mechanism, as_complex_array, check_direction
 from .registry import register
 
+MAX_MU = 1e100  # largest sensitivity / sigma with finite float RDP, log-MGF and composed mu
+
 
 @register
 @dataclass(frozen=True)
@@ -49,6 +51,10 @@ class Gaussian(Mechanism):
     def __post_init__(self):
         object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
         object.__setattr__(self, "sensitivity", V.positive("sensitivity", self.sensitivity))
+        if not self.sensitivity / self.sigma <= MAX_MU:
+            # mu^2 (the RDP slope, the ledger's composed mu) overflows beyond this
+            raise ValueError(f"sigma / sensitivity must be >= {1 / MAX_MU:g} (mu = sensitivity / sigma <= "
+                             f"{MAX_MU:g}), got sigma={self.sigma!r}, sensitivity={self.sensitivity!r}")
 
     @property
     def mu(self) -> float:

@@ -37,6 +37,9 @@ SQRT2 = math.sqrt(2.0)
 BINOMIAL_ORDER_LIMIT = 20000
 
 
+MAX_MU = 1e100  # GNMax: largest sensitivity / sigma with finite float RDP and log-MGF values
+
+
 def _log_expm1_vec(x: np.ndarray) -> np.ndarray:
     """log(e^x - 1) elementwise for x >= 0 (-inf at 0, inf at inf)."""
     x = np.asarray(x, dtype=float)
@@ -143,6 +146,10 @@ class GNMax(Mechanism):
     def __post_init__(self):
         object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
         object.__setattr__(self, "sensitivity", V.positive("sensitivity", self.sensitivity))
+        if not self.sensitivity / self.sigma <= MAX_MU:
+            # mu^2 / 2 (the RDP slope) and the loss moments overflow beyond this: no finite float bound
+            raise ValueError(f"sigma / sensitivity must be >= {1 / MAX_MU:g} (mu = sensitivity / sigma <= "
+                             f"{MAX_MU:g}), got sigma={self.sigma!r}, sensitivity={self.sensitivity!r}")
 
     @property
     def mu(self) -> float:

@@ -22,7 +22,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammaln
 
 from . import _validate as V
 from ._numerics import discrete_log_mgf
@@ -51,8 +50,11 @@ def rr_power_atoms(eps: float, m: int, log_scale: float = 0.0) -> tuple[np.ndarr
     """
     if eps == 0.0:
         return np.array([0.0]), np.array([math.exp(log_scale)])
-    j = np.arange(m + 1, dtype=float)
-    log_c = gammaln(m + 1.0) - gammaln(j + 1.0) - gammaln(m - j + 1.0)
+    from conversions.atoms import log_binomial_coefficients
+
+    ji = np.arange(m + 1)
+    j = ji.astype(float)
+    log_c = log_binomial_coefficients(m, ji)[0]  # (a few ulps of m log 2; see _AtomicPLD.log_mgf_error)
     log_p = -math.log1p(math.exp(-eps))
     log_q = -eps + log_p
     return (m - 2.0 * j) * eps, np.exp(log_scale + log_c + (m - j) * log_p + j * log_q)
@@ -64,8 +66,32 @@ class _AtomicPLD(Mechanism):
     def _atoms(self) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - abstract
         raise UnsupportedRoute(f"{type(self).__name__} must define its atoms")
 
+    def _rr_power(self) -> tuple[float, int, float] | None:
+        """(eps, m, log_scale) when the atoms are e^{log_scale} RR(eps)^m (closed-form MGF), else None."""
+        return None
+
+    @property
+    def log_mgf_error(self) -> float:
+        """For an RR(eps)^m power: the floating-point error of m log M_RR(s) and of the m + 1 binomial
+        atoms (log C(m, j) to ~10 ulps of m log 2, m-fold products of log-masses of size <= 1 + eps):
+        32 ulps of m (1 + eps) + |log_scale|; 0 for the plain closed forms."""
+        pw = self._rr_power()
+        if pw is None or pw[1] <= 1:
+            return 0.0
+        eps, m, log_scale = pw
+        return 32.0 * 2.0 ** -53 * (m * (1.0 + eps) + abs(log_scale))
+
     def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
         check_direction(direction)
+        pw = self._rr_power()
+        if pw is not None and pw[0] > 0.0:
+            # e^{log_scale} (p e^{s eps} + q e^{-s eps})^m: O(1) per node whatever m (enumerating the
+            # m + 1 atoms at every contour node cost O(m) time and memory: 366 GiB for m = 1e6)
+            eps, m, log_scale = pw
+            l, w = _rr_atoms(eps, 2)
+            s_arr = np.asarray(s, dtype=complex)
+            one = np.asarray(discrete_log_mgf(s_arr, l, w), dtype=complex)
+            return log_scale + m * one.real + 1j * (m * one.imag)
         l, w = self._atoms()
         return discrete_log_mgf(s, l, w)
 
@@ -93,8 +119,19 @@ class _DiscreteMechanism(_AtomicPLD):
         l, w = self._atoms()
         return l, w / w.sum()
 
+    def _rr_k(self) -> int | None:
+        """k when the conditional atoms are those of k-ary randomized response (closed-form RDP)."""
+        return None
+
     def rdp(self, alpha) -> np.ndarray:
         al = V.alphas(alpha)
+        k = self._rr_k()
+        if k is not None:
+            # closed form, accurate as alpha -> 1 and for tiny eps, rounded up (svt._kernels.rr_k_rdp_scalar)
+            from .svt._kernels import rr_k_curve
+
+            flat = np.ascontiguousarray(al.ravel(), dtype=float)
+            return rr_k_curve(flat, float(self.epsilon), int(k)).reshape(al.shape)
         l, w = self._conditional_atoms()
         out = np.full(al.shape, self.pure_epsilon)
         fin = np.isfinite(al)
@@ -125,6 +162,9 @@ class RandomizedResponse(_DiscreteMechanism):
     def _atoms(self):
         return _rr_atoms(self.epsilon, self.k)
 
+    def _rr_k(self) -> int | None:
+        return self.k
+
 
 @register
 @dataclass(frozen=True)
@@ -144,6 +184,9 @@ class PureDP(_DiscreteMechanism):
 
     def _atoms(self):
         return _rr_atoms(self.epsilon, 2)
+
+    def _rr_k(self) -> int | None:
+        return 2
 
 
 @register
@@ -175,3 +218,6 @@ class ApproxDP(_DiscreteMechanism):
     def _atoms(self):
         l, w = _rr_atoms(self.epsilon, 2)
         return l, w * (1.0 - self.delta)
+
+    def _rr_k(self) -> int | None:
+        return 2  # the conditional curve is binary randomized response's

@@ -46,7 +46,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _validate as V
-from ._screening_kernels import log_ndtr_array, max_binary_kl, max_binary_rdp, mixture_pairs
+from ._screening_kernels import (
+    log_ndtr_array,
+    max_binary_kl,
+    max_binary_rdp,
+    max_binary_rdp_prep,
+    max_binary_rdp_scan,
+    mixture_pairs,
+)
 from .base import Mechanism
 from .gnmax import poisson_subsampled_rdp, subsampled_gaussian_rdp
 from .registry import register
@@ -105,6 +112,38 @@ def _curve(alpha, pairs) -> np.ndarray:
     flat = np.ascontiguousarray(a.ravel(), dtype=float)
     out = max_binary_rdp(flat, *[np.ascontiguousarray(x) for x in pairs])
     return out.reshape(a.shape)
+
+
+# Repeated queries on the same mechanism (an eps(delta) query evaluates the curve 5-10 times) reuse the
+# pairs, the kernel's O(#pairs) preparation and every order already evaluated: key -> (pairs, prep,
+# {alpha: value}).  A few mechanisms are kept (the values are exact functions of the key).
+_CURVE_CACHE: dict = {}
+_CURVE_CACHE_SIZE = 8
+_ORDER_CACHE_SIZE = 1 << 16
+
+
+def _cached_curve(alpha, key: tuple, make_pairs) -> np.ndarray:
+    """:func:`_curve` with the pairs built by ``make_pairs()``, memoised under ``key``."""
+    a = V.alphas(alpha)
+    entry = _CURVE_CACHE.get(key)
+    if entry is None:
+        pairs = tuple(np.ascontiguousarray(x) for x in make_pairs())
+        prep = max_binary_rdp_prep(*pairs) if pairs[0].size else None
+        entry = (pairs, prep, {})
+        if len(_CURVE_CACHE) >= _CURVE_CACHE_SIZE:
+            _CURVE_CACHE.pop(next(iter(_CURVE_CACHE)))
+        _CURVE_CACHE[key] = entry
+    pairs, prep, seen = entry
+    if prep is None:
+        return np.zeros(a.shape)
+    flat = np.ascontiguousarray(a.ravel(), dtype=float)
+    missing = np.unique(np.array([x for x in flat.tolist() if x not in seen], dtype=float))
+    if missing.size:
+        vals = max_binary_rdp_scan(missing, *pairs, *prep)
+        if len(seen) + missing.size > _ORDER_CACHE_SIZE:
+            seen.clear()
+        seen.update(zip(missing.tolist(), vals.tolist(), strict=True))
+    return np.array([seen[x] for x in flat.tolist()], dtype=float).reshape(a.shape)
 
 
 def _check_screening(sigma, threshold, k, t_min):
@@ -283,11 +322,11 @@ class NoisyScreening(Mechanism):
         return _screening_pairs(self.sigma, self.threshold, self.t_min, self.k)
 
     def rdp(self, alpha) -> np.ndarray:
-        return _curve(alpha, self._pairs())
+        return _cached_curve(alpha, ("screen", self.sigma, self.threshold, self.t_min, self.k), self._pairs)
 
     @property
     def pure_epsilon(self) -> float:
-        return float(_curve(np.array([math.inf]), self._pairs())[0])
+        return float(self.rdp(np.array([math.inf]))[0])
 
     def kl(self) -> float:
         """The alpha -> 1 limit (max KL divergence over S), a lower end of the RDP curve."""
@@ -334,8 +373,11 @@ class SubsampledNoisyScreening(Mechanism):
         object.__setattr__(self, "sample_rate", V.probability("sample_rate", self.sample_rate))
 
     def rdp(self, alpha) -> np.ndarray:
-        return subsampled_screening_rdp(alpha, self.sigma, self.threshold, self.k, self.sample_rate,
-                                        self.t_min, "exact")
+        if self.sample_rate == 0.0:
+            return np.zeros(V.alphas(alpha).shape)
+        key = ("subsampled", self.sigma, self.threshold, self.t_min, self.k, self.sample_rate)
+        return _cached_curve(alpha, key, lambda: _subsampled_pairs(self.sigma, self.threshold, self.t_min,
+                                                                   self.k, self.sample_rate))
 
     @property
     def pure_epsilon(self) -> float:

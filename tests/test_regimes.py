@@ -53,11 +53,11 @@ def test_contour_regime_keeps_the_contour_and_the_spec_value():
 
 def test_certified_eps_is_monotone_in_steps_rate_and_noise():
     eps_t = [_cert(0.01, 1.1, t, 1e-5).epsilon for t in (1, 2, 3, 5, 8, 13, 20, 50, 200, 1000)]
-    assert all(a <= b for a, b in zip(eps_t, eps_t[1:]))
+    assert all(a <= b for a, b in zip(eps_t, eps_t[1:], strict=False))
     eps_q = [_cert(q, 1.0, 100, 1e-5).epsilon for q in (1e-3, 2e-3, 5e-3, 1e-2, 3e-2)]
-    assert all(a <= b for a, b in zip(eps_q, eps_q[1:]))
+    assert all(a <= b for a, b in zip(eps_q, eps_q[1:], strict=False))
     eps_s = [_cert(0.01, s, 10, 1e-5).epsilon for s in (0.7, 0.9, 1.1, 1.5, 3.0)]
-    assert all(a >= b for a, b in zip(eps_s, eps_s[1:]))
+    assert all(a >= b for a, b in zip(eps_s, eps_s[1:], strict=False))
 
 
 def test_calibrators_are_minimal():

@@ -80,11 +80,118 @@ def rr_rdp(alpha, epsilon: float) -> np.ndarray:
     return K.rr_curve(al.ravel(), e).reshape(al.shape)
 
 
+RR_ATOMS_MAX = 1 << 22  # largest RR power whose atoms the characteristic-function route enumerates
+_U = 2.0 ** -53
+_LN2 = math.log(2.0)
+_LOG_2PI = math.log(2.0 * math.pi)
+_SUM_WINDOW = 1 << 17  # terms summed explicitly; the rest is bounded by a geometric series
+_MAX_N = 10 ** 300
+_EXACT_TERMS = 256  # sums of at most this many binomial coefficients are done in exact integers
+
+
+def _stirlerr_f(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(stirlerr(x), error) for integer-valued floats x >= 1 (see conversions.atoms._stirlerr)."""
+    from conversions.atoms import _stirlerr
+
+    return _stirlerr(x)
+
+
+def _log_comb_terms(n: int, j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(log C(n, j), absolute error bound) for integers 1 <= j <= n/2 (float array, j < 2^53), any
+    integer n < 10^300: Stirling's formula with the exact remainders (Loader 2000),
+
+        log C(n, j) = s(n) - s(j) - s(n-j) - j log(j/n) - (n-j) log1p(-j/n) + log(n / (2 pi j (n-j)))/2.
+
+    The relative error 2u of j/n moves the entropy terms by <= 2u j (1 + log(n/j)); each term carries a
+    few ulps of its own size."""
+    nf = float(n)
+    x = j / nf
+    nmj = nf - j  # (rounded for n > 2^53: relative u, covered by the ulps of the terms)
+    sn, en = _stirlerr_f(np.array([nf]))
+    sj, ej = _stirlerr_f(j)
+    sm, em = _stirlerr_f(nmj)
+    tj = j * np.log(x)
+    tm = nmj * np.log1p(-x)
+    half = 0.5 * (math.log(n) - _LOG_2PI - np.log(j) - np.log(nmj))
+    val = sn[0] - sj - sm - tj - tm + half
+    err = (en[0] + ej + em + 8.0 * _U * (np.abs(tj) + np.abs(tm) + np.abs(half) + 1.0)
+           + 4.0 * _U * j * (1.0 + np.log(nf / j)))
+    return val, err
+
+
+def _log_binom_sum_bounds(n: int, c: int) -> tuple[float, float]:
+    """(lower, upper) of log sum_{j=0}^{c} C(n, j) for 0 <= c <= n / 2.
+
+    The terms increase in j (ratio C(n, j-1) / C(n, j) = j / (n - j + 1) < 1), so the top
+    ``_SUM_WINDOW`` terms are summed explicitly and the rest is at most the last summed term times
+    r / (1 - r), r = j_min / (n - j_min + 1)."""
+    if c == 0:
+        return 0.0, 0.0
+    j_lo = max(1, c - _SUM_WINDOW + 1)
+    j = np.arange(j_lo, c + 1, dtype=float)
+    t, e = _log_comb_terms(n, j)
+    if j_lo == 1:
+        t = np.append(t, 0.0)  # j = 0
+        e = np.append(e, 0.0)
+    m = float(np.max(t))
+    w = np.exp(t - m)
+    part = math.fsum(w.tolist())
+    lo = m + math.log(part)
+    up_sum = part
+    if j_lo > 1:
+        r = j_lo / (n - j_lo + 1)
+        up_sum += math.exp(float(t[0]) - m) * r / (1.0 - r)
+    up = m + math.log(up_sum)
+    emax = float(np.max(e))
+    rnd = 8.0 * _U * (abs(m) + 1.0) + (t.size + 4.0) * _U
+    return lo - emax - rnd, up + emax + rnd
+
+
+def log_binom_sum_upper(n: int, c: int) -> float:
+    """An upper bound on log sum_{j=0}^{min(c, n)} C(n, j), rigorous in floating point, for every
+    integer n < 10^300 (no float conversion of n + 1 before differencing: exact for n >= 2^53 too).
+
+    c >= n: n log 2; c > n/2: log(2^n - sum_{j < n - c} C(n, j)); c >= 2^52 (terms beyond exact float
+    integers): the entropy bound sum_{j <= c} C(n, j) <= exp(n H(c/n)) (c <= n/2); otherwise the
+    windowed sum of :func:`_log_binom_sum_bounds`.  Rounded up by a relative margin of a few ulps.
+    """
+    top = min(c, n)
+    if top <= _EXACT_TERMS or (n - top <= _EXACT_TERMS and n <= 1 << 14):
+        # exact integer sum (complement when top is close to n), then a correctly rounded-ish log
+        if top <= _EXACT_TERMS:
+            tot = sum(math.comb(n, j) for j in range(top + 1))
+        else:
+            tot = (1 << n) - sum(math.comb(n, j) for j in range(n - top))
+        v = math.log(tot)
+        return math.nextafter(v * (1.0 + 4.0 * _U), math.inf)
+    if top == n:
+        v = float(n) * _LN2
+        return v * (1.0 + 4.0 * _U)
+    if 2 * top > n:
+        # complement: sum = 2^n - S', S' = sum_{j <= n - top - 1} C(n, j) >= e^{lower'}
+        full = float(n) * _LN2 * (1.0 + 4.0 * _U)
+        lo2 = _log_binom_sum_bounds(n, n - top - 1)[0] if n - top - 1 < 2 ** 52 else -math.inf
+        if lo2 == -math.inf:
+            return full
+        v = full + math.log1p(-math.exp(min(lo2 - float(n) * _LN2 * (1.0 - 4.0 * _U), 0.0)))
+        return min(v + 8.0 * _U * (abs(v) + 1.0), full)
+    if top >= 2 ** 52:
+        x = top / n
+        v = -float(n) * (x * math.log(x) + (1.0 - x) * math.log1p(-x))
+        return v + 8.0 * _U * abs(v) + 4.0 * _U * top * (1.0 + math.log(1.0 / x))
+    return _log_binom_sum_bounds(n, top)[1]
+
+
 def log_binom_sum(n: int, c: int) -> float:
-    """log sum_{j=0}^{min(c, n)} C(n, j): log of the output-space size of capped SVT (spec 06 §2.2)."""
+    """log sum_{j=0}^{min(c, n)} C(n, j): log of the output-space size of capped SVT (spec 06 §2.2).
+
+    Rounded up (it enters the privacy bound additively); valid for every integer n up to 10^300 (see
+    :func:`log_binom_sum_upper`)."""
     n = V.integer("n", n, low=0)
     c = V.integer("c", c, low=0)
-    return float(K.log_binom_sum(n, c))
+    if n >= _MAX_N:
+        raise ValueError(f"n must be < 10**300, got {n!r}")
+    return log_binom_sum_upper(int(n), int(c))
 
 
 def log_moment_qplus(threshold: float, sigma1: float, sigma2: float, gamma: float) -> float:
@@ -144,7 +251,7 @@ def _build_plan(tn: str, ts: float, qn: str, qs: float, sens: float, cutoff: int
     k_nu, a_nu = _noise_param(qn, qs, 2.0 * sens)
     rr_eps = a_rho + c_eff * a_nu if (tn == "laplace" and qn == "laplace") else math.inf
     pure_query = qn == "laplace" and c_eff == 1
-    log_len = float(K.log_binom_sum(kmax, c_eff)) if kmax is not None else math.nan
+    log_len = log_binom_sum(kmax, c_eff) if kmax is not None else math.nan
     qplus = False
     gammas = logm = np.empty(0)
     if nonneg and tn == "gaussian" and qn == "gaussian" and c_eff == 1:
@@ -165,6 +272,12 @@ def _build_plan(tn: str, ts: float, qn: str, qs: float, sens: float, cutoff: int
         if c_eff > 1:
             why = ("c > 1 without resample and non-Laplace noise needs max_length (Thm 7.2.7); "
                    "use resample=True or give max_length")
+        elif nonneg and tn == "gaussian" and qn == "gaussian":
+            # the non-negative-queries (Q+) bound was requested but is empty here
+            why = (f"nonnegative Gaussian SVT (queries in Q+, spec 06 §3.4): no Hoelder exponent gamma in "
+                   f"(1, sigma2^2/sigma1^2) = (1, {(qs / ts) ** 2:.6g}) has a finite moment bound for "
+                   f"sigma1={ts!r}, sigma2={qs!r}, threshold={threshold!r} (the range is too narrow); "
+                   f"give max_length or more query noise sigma2")
         else:
             why = ("Gaussian query noise on arbitrary queries Q(Delta) has no RDP bound for unbounded length "
                    "(spec 06 P8); give max_length, or nonnegative=True with Gaussian threshold noise and a "
@@ -256,8 +369,10 @@ class _SVTBase(_AtomicPLD):
     # ------------------------------------------------------------------ PLD (pure-DP configurations only)
     @property
     def pld_available(self) -> bool:  # type: ignore[override]
-        """True for Laplace noises: dominated by RR(eps)^{x units} (pure DP; Kairouz et al. 2015)."""
-        return math.isfinite(self._plan.rr_eps)
+        """True for Laplace noises: dominated by RR(eps)^{x units} (pure DP; Kairouz et al. 2015), whose
+        m + 1 atoms are enumerated only for m <= ``RR_ATOMS_MAX`` (beyond, the RDP route alone: bounded
+        work and memory, still certified; e.g. cutoff = 1e12 with resample=True)."""
+        return math.isfinite(self._plan.rr_eps) and self._plan.mult <= RR_ATOMS_MAX
 
     def _atoms(self) -> tuple[np.ndarray, np.ndarray]:
         p = self._plan
@@ -266,6 +381,10 @@ class _SVTBase(_AtomicPLD):
 
             raise UnsupportedRoute(f"{self.describe()} is not pure DP; use method='rdp'")
         return rr_power_atoms(p.rr_eps, p.mult)
+
+    def _rr_power(self) -> tuple[float, int, float] | None:
+        p = self._plan
+        return (p.rr_eps, p.mult, 0.0) if math.isfinite(p.rr_eps) else None
 
 
 # ---------------------------------------------------------------------------------------- plug-ins

@@ -151,7 +151,13 @@ class StageWiseSVT(_AtomicPLD):
 
     name = "stagewise_svt"
     tight: ClassVar[bool] = False
-    pld_available: ClassVar[bool] = True
+    @property
+    def pld_available(self) -> bool:  # type: ignore[override]
+        """The stages' atoms RR(eps_s)^m are enumerated for the characteristic-function route only up to
+        ``RR_ATOMS_MAX`` stages (beyond, the RDP route alone: bounded work, still certified)."""
+        from .core import RR_ATOMS_MAX
+
+        return self.stages <= RR_ATOMS_MAX
 
     def __post_init__(self):
         object.__setattr__(self, "cutoff", V.integer("cutoff (total c)", self.cutoff, low=1))
@@ -211,6 +217,9 @@ class StageWiseSVT(_AtomicPLD):
     def _atoms(self) -> tuple[np.ndarray, np.ndarray]:
         return rr_power_atoms(self.stage_epsilon, self.stages, self.stages * math.log1p(-self.stage_delta))
 
+    def _rr_power(self) -> tuple[float, int, float] | None:
+        return self.stage_epsilon, self.stages, self.stages * math.log1p(-self.stage_delta)
+
 
 def best_stagewise(threshold_noise: str, threshold_scale: float, query_noise: str, query_scale: float, *,
                    cutoff: int, delta: float, stage_cutoffs=None, fractions=None, sensitivity: float = 1.0,
@@ -221,11 +230,20 @@ def best_stagewise(threshold_noise: str, threshold_scale: float, query_noise: st
 
     Tries every c' in ``stage_cutoffs`` (default: 1, 2, 5, 10, 20, 50, ... <= c, plus c; only meaningful
     with ``resample=True`` and no stage cap, where Alg. 12 is the same algorithm for every c'; otherwise
-    pass the c' the run actually uses) and every split delta' = f delta / m for f in ``fractions``.
+    ``stage_cutoffs`` must be exactly [c'], the c' the run actually uses, else ValueError) and every
+    split delta' = f delta / m for f in ``fractions``.
     Returns (eps, mechanism) with the smallest KOV eps at ``delta``; every candidate is a valid upper
     bound, so the search only affects tightness.
     """
     delta = V.delta(delta)
+    same_algorithm = resample and stage_max_length is None
+    if not same_algorithm:
+        # without resampling (or with a stage cap) the stage cut-off c' is part of the algorithm that
+        # runs: searching over c' would certify a different algorithm than the one run
+        if stage_cutoffs is None or len(list(stage_cutoffs)) != 1:
+            raise ValueError("stage_cutoffs must be exactly [c'] (the stage cut-off the run uses) when "
+                             "resample=False or stage_max_length is given: there c' defines the algorithm, "
+                             f"so it cannot be searched (got stage_cutoffs={stage_cutoffs!r})")
     if stage_cutoffs is None:
         cand = [1]
         k = 1
