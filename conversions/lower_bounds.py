@@ -19,15 +19,16 @@ For any union A of intervals, P_M(A) - e^eps Q_M(A) <= delta(eps).  A is chosen 
 density ratio of M exceeds e^eps (located on a grid of 2048 points and refined by Brent's method; the
 location only affects tightness, never validity), so the bound is the exact hockey-stick divergence of
 the statistic up to floating point: at T = 1 (M = y_1) it equals the true delta(eps).  In the add
-direction the positive set is a lower interval {M < m*} ("no output stands out"); for T > 1 the minimum
-statistic gives the same for the remove direction's mirror image and is not better (the max is the
-natural statistic for both directions: the P-mass excess of the remove pair sits in a large output, the
-add pair's in the absence of one).
+direction the positive set is a lower interval {M < m*} ("no output stands out"); the add direction
+uses the same statistic M with the roles of the two products exchanged (not the minimum: under both
+pairs the likelihood ratio of one step is monotone in y, and for small q the record's presence shows in
+the largest output, not the smallest).
 
 Floating point (the result is certified): per step, log G_i (G_i the step CDF) is evaluated as
-log1p(-Gbar_i) where Gbar_i <= 1/2, else as logaddexp of scipy ``log_ndtr`` terms; its relative error is
-below ``step_log_rel_err(z, q)`` = 8 u (z^2 + 64 + |log q|) (scipy's ndtr / log_ndtr lose ~z^2 ulps to
-the rounding of their argument; checked against mpmath with a 4x margin in tests/test_lower_bounds.py).  The sum log F = sum_i k_i log G_i of same-signed terms keeps that
+log1p(-Gbar_i) where Gbar_i <= 1/2, else as logaddexp of scipy ``log_ndtr`` terms; its relative error
+is below ``step_log_rel_err(z, q)`` = 8 u (z^2 + 64 + |log q|) (scipy's ndtr / log_ndtr lose ~z^2 ulps
+to the rounding of their argument; checked against mpmath with a 4x margin in
+tests/test_lower_bounds.py).  The sum log F = sum_i k_i log G_i of same-signed terms keeps that
 relative error (plus (n + 3) ulps), underflow of Gbar_i is covered by an absolute 1e-300 per step, and
 every exp / expm1 / product / difference is rounded outward by a few ulps: P-masses down, Q-masses up,
 the result down.
