@@ -34,9 +34,10 @@ def test_q1_is_the_gaussian_mechanism(direction, T):
     sigma = 1.3
     for eps in (0.0, 0.5, 2.0):
         ref = REF.gaussian_delta(eps, math.sqrt(T) / sigma)
-        assert R.sg_delta_ref(eps, sigma, 1.0, T, direction) == pytest.approx(ref, rel=1e-13)
-        if T <= 2:
-            assert R.sg_delta_ref_np(eps, sigma, 1.0, T, direction) == pytest.approx(ref, rel=1e-13)
+        assert R.sg_delta_ref(eps, sigma, 1.0, T, direction, method="float") == pytest.approx(ref, rel=1e-13)
+        if T <= 2 and eps == 0.5:
+            v = R.sg_delta_ref(eps, sigma, 1.0, T, direction, method="mpmath")
+            assert v == pytest.approx(ref, rel=1e-13)
 
 
 @pytest.mark.parametrize("T", [1, 2])
@@ -48,7 +49,7 @@ def test_small_q_limit(T):
     prev = 1.0
     for q in (1e-2, 1e-4, 1e-6):
         for d in DIRS:
-            v = R.sg_delta_ref(0.0, sigma, q, T, d)
+            v = R.sg_delta_ref(0.0, sigma, q, T, d, method="float")
             assert v <= T * q * tv1 * (1 + 1e-12)
             if T == 1:
                 assert v == pytest.approx(q * tv1, rel=1e-12)
@@ -137,12 +138,13 @@ def test_reference_bad_input():
 
 # ------------------------------------------------------------------------------------- the library
 def _ref_delta_max(eps, sigma, q, T):
-    return max(R.sg_delta_ref(eps, sigma, q, T, d) for d in DIRS)
+    # the float route (checked against the mpmath route above to 1e-13) keeps the default run short
+    return max(R.sg_delta_ref(eps, sigma, q, T, d, method="float") for d in DIRS)
 
 
 # (q, sigma, T, eps, delta): near-atomic (q = 0.01), moderate, and q = 1
 GRID = [(0.01, 1.1, 1, 0.1, 1e-5), (0.01, 1.1, 3, 0.2, 1e-5), (0.2, 0.8, 2, 1.0, 1e-5),
-        (0.5, 1.0, 3, 1.0, 1e-3)]
+        (0.5, 1.0, 2, 1.0, 1e-3)]
 GRID_SLOW = [(q, s, T, e, d) for q in (0.001, 0.05, 0.3) for s in (0.6, 1.0, 2.0) for T in (1, 2, 3)
              for e, d in ((0.05, 1e-3), (0.5, 1e-6))]
 
