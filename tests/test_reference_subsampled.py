@@ -162,7 +162,7 @@ def _check_library(q, sigma, T, eps, delta):
     # epsilon query: delta is decreasing in eps, so eps_upper >= eps_true <=> delta_ref(eps_upper) <= delta
     c = acct.certificate(delta=delta)
     assert _ref_delta_max(c.epsilon, sigma, q, T) <= delta * (1 + 1e-11)
-    if c.lower_bound is not None:
+    if c.lower_bound is not None and c.lower_bound > 0:  # (eps >= 0: a lower bound 0 is always valid)
         assert _ref_delta_max(c.lower_bound, sigma, q, T) >= delta * (1 - 1e-11)
 
 
