@@ -250,3 +250,19 @@ def test_sum_bad_input():
     # a heterogeneous ledger silently uses the max statistic only in "best" mode
     het = [(SG(1.0, 0.1), 1), (SG(2.0, 0.1), 1)]
     assert LB.delta_lower(het, 0.1) == LB.max_statistic_delta_lower(het, 0.1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("T", [2, 3])
+@pytest.mark.parametrize("q", [0.001, 0.05, 0.3, 0.9])
+@pytest.mark.parametrize("sigma", [0.6, 1.0, 2.0])
+def test_below_reference_grid_slow(T, q, sigma):
+    for direction in DIRS:
+        for eps in (0.0, 0.01, 0.3, 1.0, 2.5):
+            ref = R.sg_delta_ref(eps, sigma, q, T, direction, method="float")
+            led = [(SG(sigma, q), T)]
+            assert LB.delta_lower(led, eps, direction) <= ref * (1 + 1e-12) + 1e-300
+            assert LB.max_statistic_delta_lower(led, eps, direction) <= ref * (1 + 1e-12) + 1e-300
+        e = LB.epsilon_lower([(SG(sigma, q), T)], 1e-6, direction)
+        if e > 0:
+            assert R.sg_delta_ref(e, sigma, q, T, direction, method="float") >= 1e-6 * (1 - 1e-12)

@@ -175,3 +175,16 @@ def test_library_brackets_reference(q, sigma, T, eps, delta):
 @pytest.mark.parametrize("q,sigma,T,eps,delta", GRID_SLOW)
 def test_library_brackets_reference_slow(q, sigma, T, eps, delta):
     _check_library(q, sigma, T, eps, delta)
+
+
+def test_tiny_delta_relative_accuracy():
+    """Far-tail values (delta ~ 1e-53 .. 1e-127): mp.quad's absolute stopping rule is neutralised by the
+    integrand scaling, and the float route widens its x-range; all routes agree relatively."""
+    for eps in (1.0, 5.0):
+        a = R.sg_delta_quad1(eps, 2.0, 0.001)
+        b = R.sg_delta_ref(eps, 2.0, 0.001, 1)
+        assert a == pytest.approx(b, rel=1e-13)
+    m = R.sg_delta_ref(1.0, 2.0, 0.001, 2, method="mpmath")
+    f = R.sg_delta_ref(1.0, 2.0, 0.001, 2, method="float")
+    assert 1e-54 < m < 1e-52
+    assert f == pytest.approx(m, rel=1e-12)
