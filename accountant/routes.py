@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from conversions import contour, gaussian_dp, laplace_dp, pld, rdp_to_dp
+from conversions import contour, gaussian_dp, laplace_dp, lower_bounds, pld, rdp_to_dp
 from conversions.bracket import Bracket
 from mechanisms.laplace import Laplace
 
@@ -319,6 +319,20 @@ def applicable(ledger: Ledger) -> list[Route]:
 
 
 QueryFn = Callable[[Route], Bracket]
+
+
+def statistic_lower(ledger: Ledger, query: str, value: float) -> float | None:
+    """A certified lower bound from a post-processing statistic (:mod:`conversions.lower_bounds`: the
+    maximum, or the sum, of the released outputs), for ledgers of (subsampled) Gaussian mechanisms;
+    None where it does not apply.  The worst case over directions is at least each direction's bound."""
+    if not ledger.tight:
+        return None
+    fn = lower_bounds.epsilon_lower if query == "epsilon" else lower_bounds.delta_lower
+    try:
+        vals = [float(fn(ledger.items(), value, d)) for d in directions(ledger)]
+    except (ValueError, TypeError, ArithmeticError):  # not a Gaussian-family ledger, or out of range
+        return None
+    return max(vals) if vals else None
 
 
 def empty_ledger_bracket(query: str, value: float) -> Bracket:
