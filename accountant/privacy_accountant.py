@@ -28,6 +28,10 @@ METHODS = routes.methods()
 AUTO_SKIP_RTOL = 1e-6
 # work limit of the contour route under "auto" (~2-4 s; explicit method="cf" gets the route's default)
 AUTO_WORK_LIMIT = 2.5e7
+# a route that deferred itself (its plan predicted a capped contour) is re-run only if the bracket of the
+# routes after it is wider than this (relative) or, for an epsilon query, than DEFER_ATOL_EPS
+DEFER_RTOL = 1e-3
+DEFER_ATOL_EPS = 1e-4
 # budget allowance search: from the RDP-certified count, at most this many doublings, then an exact
 # bisection (a few tight queries once, then O(1) checks); the RDP head start uses these orders
 _ALLOWANCE_DOUBLINGS = 16
@@ -306,17 +310,19 @@ class PrivacyAccountant:
         while queue:
             route, was_deferred = queue.pop(0)
             best_val = min((r.upper for r in results.values()), default=math.inf)
-            if was_deferred and math.isfinite(best_val) and not compare:
-                # its plan predicted a capped contour: a finite certified answer from the routes after it
-                # is kept (re-running it would cost its whole work limit for a bracket predicted wide)
-                skipped.append(route.name)
-                continue
+            if was_deferred and not compare and lower is not None and math.isfinite(best_val):
+                # its plan predicted a capped contour: re-run it (bounded work) only if the routes after it
+                # left the bracket wider than the target width
+                tol = max(DEFER_RTOL * abs(best_val), DEFER_ATOL_EPS if query == "epsilon" else 0.0)
+                if best_val - lower <= tol:
+                    skipped.append(route.name)
+                    continue
             if results and not compare and lower is not None and math.isfinite(best_val):
                 if best_val - lower <= AUTO_SKIP_RTOL * abs(best_val):
                     skipped.append(route.name)
                     continue
             # a route that predicts an expensive, wide answer gives way to the next one, and is run in
-            # full afterwards only if no route after it gave a finite certified answer
+            # full afterwards only if the bracket is still wider than the target
             ctx.skip_if_capped = (not compare and not was_deferred
                                   and any(getattr(r, "numerical", False) for r, _ in queue))
             try:

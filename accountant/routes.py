@@ -157,30 +157,29 @@ class CharacteristicFunctionRoute:
             kind = "upper bound"
         else:
             kind = "exact" if worst.details.get("exact") else "bracketed"
-        det = {"direction": worst.direction, **{k: v for k, v in worst.details.items()
+        det = {"direction": worst.direction, **{k: (float(v) if isinstance(v, float) else v)
+                                                  for k, v in worst.details.items()
                                                   if isinstance(v, (int, float, str, bool))}}
         warns = sorted({r.details["warning"] for r in res if r.details.get("warning")})
         if warns:
             det["warning"] = "; ".join(warns)
-        return Bracket(worst.upper, lower, max(r.estimate for r in res), kind, det)
+        return Bracket(float(worst.upper), None if lower is None else float(lower),
+                       float(max(r.estimate for r in res)), kind, det)
+
+    def _run(self, fn, ledger: Ledger, value: float, ctx: QueryContext) -> Bracket:
+        try:
+            return self._worst(ledger, [
+                fn(self._pld(ledger, d, ctx), value, ctx.rtol, skip_if_capped=ctx.skip_if_capped,
+                   work_limit=ctx.work_limit)
+                for d in directions(ledger)])
+        except contour.WouldBeCapped as exc:
+            raise RouteDeferred(str(exc)) from None
 
     def epsilon(self, ledger: Ledger, delta: float, ctx: QueryContext) -> Bracket:
-        try:
-            return self._worst(ledger, [
-                contour.epsilon_bounds(self._pld(ledger, d, ctx), delta, ctx.rtol,
-                                       skip_if_capped=ctx.skip_if_capped, work_limit=ctx.work_limit)
-                for d in directions(ledger)])
-        except contour.WouldBeCapped as exc:
-            raise RouteDeferred(str(exc)) from None
+        return self._run(contour.epsilon_bounds, ledger, delta, ctx)
 
     def delta(self, ledger: Ledger, epsilon: float, ctx: QueryContext) -> Bracket:
-        try:
-            return self._worst(ledger, [
-                contour.delta_bounds(self._pld(ledger, d, ctx), epsilon, ctx.rtol,
-                                     skip_if_capped=ctx.skip_if_capped, work_limit=ctx.work_limit)
-                for d in directions(ledger)])
-        except contour.WouldBeCapped as exc:
-            raise RouteDeferred(str(exc)) from None
+        return self._run(contour.delta_bounds, ledger, epsilon, ctx)
 
 
 class DiscretisedPLDRoute:

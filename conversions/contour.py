@@ -777,6 +777,26 @@ _FALLBACK_WORK, _FALLBACK_TIME = 2.0e6, 0.5
 _TINY = 5e-324  # the smallest positive double
 
 
+def _metered(pld: ComposedPLD, work_limit: float, fn, time_limit: float = QUERY_TIME_LIMIT):
+    """``fn()`` under the per-query meter; None when it reached the limit (or, for the fallbacks' own
+    small budget, could not be evaluated).  A bracket result records the work it used in its details."""
+    pld.start_query(work_limit, time_limit)
+    try:
+        res = fn()
+    except WorkLimitReached:
+        return None
+    except (ValueError, ArithmeticError):
+        if work_limit == _FALLBACK_WORK:
+            return None
+        raise
+    finally:
+        left = pld._work_left
+        pld.stop_query()
+    if isinstance(res, (DeltaBounds, EpsilonBounds)):
+        res.details["work"] = work_limit - left
+    return res
+
+
 def _cheap_chernoff_margin(pld: ComposedPLD, c: float, eps: float, log_value: float) -> float:
     """Rounding allowance of a float Chernoff exponent log kappa(c) + log M(c) - c eps without new MGF
     evaluations: |log M(c)| <= |value| + |log kappa(c)| + |c eps|, and a few ulps per summand."""
@@ -796,31 +816,23 @@ def delta_bounds(pld: ComposedPLD, eps: float, rtol: float = DEFAULT_RTOL, *,
     Chernoff bound (or, if even that is too costly, the total-variation / trivial bound) with
     ``details["work_limit"] = True`` and a warning in ``details["warning"]``.
     """
-    limit = QUERY_WORK_LIMIT if work_limit is None else work_limit
-    pld.start_query(limit)
-    try:
-        res = _delta_bounds(pld, eps, rtol, skip_if_capped)
-        res.details["work"] = limit - pld._work_left
+    res = _metered(pld, QUERY_WORK_LIMIT if work_limit is None else work_limit,
+                   lambda: _delta_bounds(pld, eps, rtol, skip_if_capped))
+    if res is not None:
         return res
-    except WorkLimitReached:
-        pass
-    finally:
-        pld.stop_query()
     up = 1.0 if (pld.tv_bound is None or eps < 0.0) else pld.tv_bound
     what = "total-variation" if up < 1.0 else "trivial"
-    pld.start_query(_FALLBACK_WORK, _FALLBACK_TIME)
-    try:
+
+    def chernoff() -> float:
         c = pld.saddle(eps)
         log_ch = pld.chernoff_log_delta(c, eps) + pld.mgf_err
-        log_ch += _cheap_chernoff_margin(pld, c, eps, log_ch)
-        if log_ch < 0.0 and pld.p_inf + math.exp(log_ch) < up:
-            # (never 0: the Chernoff value may underflow while the true delta is positive)
-            up = max(min(1.0, (pld.p_inf + math.exp(log_ch)) * (1.0 + 8 * _U64)), _TINY)
-            what = "Chernoff"
-    except (WorkLimitReached, ValueError, ArithmeticError):
-        pass
-    finally:
-        pld.stop_query()
+        return log_ch + _cheap_chernoff_margin(pld, c, eps, log_ch)
+
+    log_ch = _metered(pld, _FALLBACK_WORK, chernoff, _FALLBACK_TIME)
+    if log_ch is not None and log_ch < 0.0 and pld.p_inf + math.exp(log_ch) < up:
+        # (never 0: the Chernoff value may underflow while the true delta is positive)
+        up = max(min(1.0, (pld.p_inf + math.exp(log_ch)) * (1.0 + 8 * _U64)), _TINY)
+        what = "Chernoff"
     lo = min(max(_floor(eps), pld.p_inf), up)
     return DeltaBounds(eps, up, lo, up, pld.direction,
                        {"work_limit": True, "warning": _LIMIT_WARNING.format(what=what)})
@@ -871,27 +883,16 @@ def epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float = DEFAULT_RTOL, *
     optimised Chernoff bound (or ``inf`` when even that is too costly), with ``details["work_limit"]``
     and a warning.
     """
-    limit = QUERY_WORK_LIMIT if work_limit is None else work_limit
-    pld.start_query(limit)
-    try:
-        res = _epsilon_bounds(pld, delta, rtol, skip_if_capped)
-        res.details["work"] = limit - pld._work_left
+    res = _metered(pld, QUERY_WORK_LIMIT if work_limit is None else work_limit,
+                   lambda: _epsilon_bounds(pld, delta, rtol, skip_if_capped))
+    if res is not None:
         return res
-    except WorkLimitReached:
-        pass
-    finally:
-        pld.stop_query()
     upper, what = math.inf, "trivial"
-    pld.start_query(_FALLBACK_WORK, _FALLBACK_TIME)
-    try:
-        hi, c_ch = _chernoff_eps_opt(pld, delta - pld.p_inf)
-        if math.isfinite(hi):
-            slack = _cheap_chernoff_margin(pld, c_ch, hi, math.log(delta - pld.p_inf)) / c_ch
-            upper, what = max(0.0, (hi + (pld.mgf_err / c_ch + slack)) * (1.0 + 8 * _U64)), "Chernoff"
-    except (WorkLimitReached, ValueError, ArithmeticError):
-        pass
-    finally:
-        pld.stop_query()
+    opt = _metered(pld, _FALLBACK_WORK, lambda: _chernoff_eps_opt(pld, delta - pld.p_inf), _FALLBACK_TIME)
+    if opt is not None and math.isfinite(opt[0]):
+        hi, c_ch = opt
+        slack = _cheap_chernoff_margin(pld, c_ch, hi, math.log(delta - pld.p_inf)) / c_ch
+        upper, what = max(0.0, (hi + (pld.mgf_err / c_ch + slack)) * (1.0 + 8 * _U64)), "Chernoff"
     return EpsilonBounds(delta, upper, 0.0, upper, pld.direction,
                          {"work_limit": True, "warning": _LIMIT_WARNING.format(what=what)})
 
