@@ -196,20 +196,133 @@ class _Step:
     err: np.ndarray | float
     top: float
     top_err: float
+    m0: float = 0.0  # cell-0 mass + its error bound (the lower bound drops cell 0)
+    # mean-preserving rounding (None: round-up cells): conditional means of D = Y - L per step, in loss
+    # units -- upper: lower bound over cells 0..n-1 (cell 0 as min(D, Delta)); lower: upper bound over
+    # cells 1..n-1; and bounds on the conditional second moments of the cell biases
+    rr: tuple | None = None
 
     @property
     def n(self) -> int:
         return self.m.size
 
 
-def _make_step(mech: Mechanism, k: int, direction: str, step: float, lo: float, hi: float) -> _Step:
+def _make_step(mech: Mechanism, k: int, direction: str, step: float, lo: float, hi: float,
+               rr: bool = False) -> _Step:
     i_lo = math.floor(lo / step)
     i_hi = max(math.ceil(hi / step), i_lo + 1)
     edges = np.arange(i_lo, i_hi + 1, dtype=float) * step
     m, err = _masses(mech, edges, direction)
+    p_inf = mech.infinite_loss_mass
     if np.ndim(err) == 0:
-        return _Step(k, mech.infinite_loss_mass, i_lo, m[:-1], float(err), float(m[-1]), float(err))
-    return _Step(k, mech.infinite_loss_mass, i_lo, m[:-1], err[:-1], float(m[-1]), float(err[-1]))
+        e0, e_top, err_c = float(err), float(err), float(err)
+    else:
+        e0, e_top, err_c = float(err[0]), float(err[-1]), err[:-1]
+    if not rr:
+        return _Step(k, p_inf, i_lo, m[:-1], err_c, float(m[-1]), e_top, float(m[0]) + e0)
+    off = mech.pld_cell_offsets(edges, direction)
+    if off is None:
+        raise ValueError(f"{mech.describe()} has no cell offsets (pld_cell_offsets returned None)")
+    rlo, rhi = (np.asarray(a, dtype=float) for a in off)
+    if rlo.shape != m.shape or rhi.shape != m.shape or not (np.all(rlo >= 0) and np.all(rhi <= 1)
+                                                          and np.all(rlo <= rhi)):
+        raise ValueError(f"{mech.describe()}: pld_cell_offsets returned invalid bounds")
+    return _rounded_step(k, p_inf, i_lo, m, err, rlo, rhi, step, e0, e_top)
+
+
+def _rounded_step(k, p_inf, i_lo, m, err, rlo, rhi, step, e0, e_top) -> _Step:
+    """Mean-preserving rounding with one split per cell (see ``_rr_tail``).
+
+    Cell i = (e_{i-1}, e_i] (i = 1..n-1) sends its mass to e_i with probability p_i and to e_{i-1}
+    otherwise, independently of L inside the cell; p_i is the middle of the offset bounds [rlo_i, rhi_i],
+    so the cell bias b_i = E[Y - L | cell i] = (p_i - r_i) Delta lies in [(p_i - rhi_i), (p_i - rlo_i)]
+    Delta.  Cell 0 stays at e_0 (Y >= L); the top cell is excluded (upper: +inf, lower: dropped).
+    """
+    n = m.size - 1  # lattice points e_0..e_{n-1}
+    p = 0.5 * (rlo + rhi)
+    p[0] = 0.0
+    mc = m[:-1]
+    up = p[:n] * mc  # cell i -> e_i
+    dn = (1.0 - p[:n]) * mc  # cell i -> e_{i-1} (i >= 1)
+    v = up.copy()
+    v[0] = mc[0]
+    v[:-1] += dn[1:]
+    if np.ndim(err) == 0:
+        verr = float(err) * 2.0 + 4.0 * U * float(np.sum(v))  # total (each cell's error goes to 2 points)
+    else:
+        ec = err[:-1]
+        verr = p[:n] * ec + 4.0 * U * v
+        verr[0] = ec[0] + 4.0 * U * v[0]
+        verr[:-1] += (1.0 - p[1:n]) * ec[1:]
+    tot_err = float(np.sum(err[:-1])) if np.ndim(err) else float(err)
+    b_lo = p - rhi  # in units of Delta
+    b_hi = p - rlo
+    b2 = np.maximum(b_lo * b_lo, b_hi * b_hi)
+    w = mc[1:]
+    sw = float(np.sum(w))
+    f1_lo = sw * (1 - 2 * n * U) - tot_err  # bounds on the true mass of cells 1..n-1
+    f1_hi = sw * (1 + 2 * n * U) + tot_err
+    f0_lo = f1_lo + float(mc[0]) * (1 - 2 * U)  # ... and of cells 0..n-1
+    f0_hi = f1_hi + float(mc[0]) * (1 + 2 * U)
+    if f1_lo <= 0:
+        raise ValueError("pld: no mass on the finite cells")
+    # numerators: the masses are known to tot_err in l1 and |b| <= 1; float sums add n u sum|w b|
+    rnd = 2 * n * U * sw
+    num_up = float(np.sum(w * b_lo[1:n])) - tot_err - rnd  # cell 0 adds E[min(D, Delta)] >= 0
+    num_lo = float(np.sum(w * b_hi[1:n])) + tot_err + rnd
+    s_b2 = float(np.sum(w * b2[1:n])) + tot_err + rnd
+    mu_up = num_up / (f0_lo if num_up < 0 else f0_hi)
+    mu_lo = num_lo / (f1_lo if num_lo > 0 else f1_hi)
+    v2_up = (s_b2 + float(mc[0]) + e0) / f0_lo
+    v2_lo = s_b2 / f1_lo
+    rr = (mu_up * step, v2_up * step * step, mu_lo * step, v2_lo * step * step)
+    return _Step(k, p_inf, i_lo, v, verr, float(m[-1]), e_top, float(m[0]) + e0, rr)
+
+
+def _rr_log_tail(steps, step: float, eta: float, upper: bool) -> float:
+    """log of a bound on P(sum_j D_j < -eta) (upper) or P(sum_j D_j > eta) (lower), D = Y - L.
+
+    Given its cell i, D = (B - p_i Delta) + (p_i Delta - V) with B in {0, Delta} (the rounding coin,
+    independent of L inside the cell) and V = L - e_{i-1} in [0, Delta]; Hoeffding's lemma for each part
+    gives E[e^{lam D} | i] <= e^{lam b_i + lam^2 Delta^2 / 4}, and with |b_i| <= Delta,
+    sum_i m_i e^{lam b_i} <= exp(lam mu + lam^2 e^{|lam| Delta} V2 / 2) (mu = E b_I, V2 >= E b_I^2).
+    Chernoff over the T independent steps (conditional laws on the kept cells): for lam > 0,
+        log P <= -lam (eta +- sum_j k_j mu_j) + lam^2 sum_j k_j (Delta^2/4 + e^{lam Delta} V2_j / 2),
+    minimised over a few lam (each lam gives a valid bound).  Cell 0 (upper) uses min(D, Delta) <= D.
+    """
+    if upper:
+        t = eta + sum(st.k * st.rr[0] for st in steps)
+        b = sum(st.k * st.rr[1] for st in steps) / 2.0
+    else:
+        t = eta - sum(st.k * st.rr[2] for st in steps)
+        b = sum(st.k * st.rr[3] for st in steps) / 2.0
+    if t <= 0:
+        return 0.0
+    a = sum(st.k for st in steps) * step * step / 4.0
+    lam0 = t / (2.0 * (a + b))
+    best = 0.0
+    for f in (0.6, 0.8, 0.9, 1.0):
+        lam = lam0 * f
+        best = min(best, -lam * t + lam * lam * (a + math.exp(lam * step) * b))
+    return best * (1 - 1e-12)
+
+
+def _rr_eta(steps, step: float, log_beta: float, upper: bool) -> float:
+    """Smallest eta (on a 1% ladder) with ``_rr_log_tail`` <= log_beta."""
+    if upper:
+        m = sum(st.k * st.rr[0] for st in steps)
+        b = sum(st.k * st.rr[1] for st in steps) / 2.0
+    else:
+        m = -sum(st.k * st.rr[2] for st in steps)
+        b = sum(st.k * st.rr[3] for st in steps) / 2.0
+    a = sum(st.k for st in steps) * step * step / 4.0
+    t = math.sqrt(4.0 * (a + b) * -log_beta)
+    eta = max(t - m, 0.0)
+    for _ in range(200):
+        if _rr_log_tail(steps, step, eta, upper) <= log_beta:
+            return eta
+        eta = eta * 1.01 + 1e-3 * step
+    return math.inf
 
 
 def _blocks(st: _Step, step: float):
@@ -292,6 +405,7 @@ class _Plan:
     step: float
     steps: tuple
     capped: bool
+    rr: bool = False
 
 
 def _ranges(entries, direction, rtol, delta_ref, theta_ref):
@@ -301,18 +415,20 @@ def _ranges(entries, direction, rtol, delta_ref, theta_ref):
     return [_probe_range(m, direction, theta_ref, tgt_lo, tgt_hi) for m, _ in entries]
 
 
-def _plan(entries, direction: str, width: float, ranges, max_points: int) -> _Plan:
-    """Grid step Delta = width / T (rounded down to c 2^e) and the per-entry vectors; the cap raises Delta."""
+def _plan(entries, direction: str, width: float, ranges, max_points: int, div: float | None = None,
+          rr: bool = False) -> _Plan:
+    """Grid step Delta = width / div (div = T for round-up cells, ~2 sqrt(T log(1/beta)) for the
+    mean-preserving rounding; rounded down to c 2^e) and the per-entry vectors; the cap raises Delta."""
     tot = sum(k for _, k in entries)
-    step = _lattice_step(width / tot)
+    step = _lattice_step(width / (tot if div is None else div))
     span = max(hi - lo for lo, hi in ranges)
     capped = False
     if span / step > max_points:
         step = _lattice_step(span / max_points)
         capped = True
-    steps = tuple(_make_step(m, k, direction, step, lo, hi) for (m, k), (lo, hi) in
+    steps = tuple(_make_step(m, k, direction, step, lo, hi, rr) for (m, k), (lo, hi) in
                   zip(entries, ranges, strict=True))
-    return _Plan(direction, step, steps, capped)
+    return _Plan(direction, step, steps, capped, rr)
 
 
 # ----------------------------------------------------------------------------------------- composition
@@ -355,6 +471,11 @@ class _Composed:
     c_cell0: float  # tilted l1 mass of the terms with a cell-0 factor (lower only)
     n: int
     capped: bool
+    # evaluation shifts: upper at eps - shift_up (+ beta_up), lower at eps + shift_lo (- beta_lo)
+    shift_up: float = 0.0
+    shift_lo: float = math.nan  # nan: T Delta (round-up cells)
+    beta_up: float = 0.0
+    beta_lo: float = 0.0
 
 
 def _compose(plan: _Plan, theta: float, max_points: int, tol_junk: float, a_loss: float,
@@ -391,7 +512,7 @@ def _compose(plan: _Plan, theta: float, max_points: int, tol_junk: float, a_loss
         taus.append(tau)
         sums.append(s)
         e0 = st.err if np.ndim(st.err) == 0 else float(st.err[0])
-        w0s.append((st.m[0] + e0) * math.exp(float(arg[0])) * 1.01)
+        w0s.append(st.m0 * math.exp(float(arg[0])) * 1.01)
     log_c = sum(k * lm for k, lm in zip(ks, logms, strict=True))
     prod_norm = math.exp(sum(k * math.log(s + t) for k, s, t in zip(ks, sums, taus, strict=True))) \
         if not plan_only else 1.0
@@ -582,6 +703,7 @@ class _Evaluator:
         smax = float(np.max(np.abs(s))) + abs(eps_ref)
         self.rel = U * (2 * abs(comp.log_c) + 2 * (th + 1) * smax + 2 * th * abs(eps_ref) + 24.0) + 2 * n * U
         self.lo_ok = float(s[first_ok]) if first_ok < n else math.inf  # eps >= lo_ok is evaluable
+        self.shift_lo = comp.t_total * comp.step if math.isnan(comp.shift_lo) else comp.shift_lo
         self.hi_ok = float(s[-1])
 
     def _core(self, eps: float, upper: bool) -> tuple[float, float]:
@@ -610,17 +732,21 @@ class _Evaluator:
 
     def upper(self, eps: float) -> float:
         c = self.c
+        if c.shift_up > 0:  # mean-preserving rounding: delta <= delta_Y(eps - eta) + beta
+            eps = math.nextafter(eps - c.shift_up, -math.inf)
         if eps < self.lo_ok:  # mass below the window could lie above eps: nothing certified here
             return 1.0
         core, rnd = self._core(eps, True)
         err = self._scale(eps) * (c.c_model + c.c_fft)
         out = math.exp(c.log_out_up) if c.log_out_up > -math.inf else 0.0
-        up = c.p_inf_up + max(core, 0.0) + rnd + err + out
+        up = c.p_inf_up + max(core, 0.0) + rnd + err + out + c.beta_up
         return min(1.0, up * (1 + 1e-12) + 1e-300)
 
     def lower(self, eps: float) -> float:
         c = self.c
-        e2 = math.nextafter(eps + c.t_total * c.step, math.inf)  # T Delta exact; round the sum up
+        # round-up cells: the lower coupling is the same vector shifted by T Delta; mean-preserving
+        # rounding: delta >= delta_Y(eps + eta) - beta.  Round the sum up.
+        e2 = math.nextafter(eps + self.shift_lo, math.inf)
         floor = -math.expm1(eps) if eps < 0 else 0.0
         if e2 < self.lo_ok:
             return max(c.p_inf, floor * (1 - 1e-15))
@@ -631,7 +757,7 @@ class _Evaluator:
         if c.log_damp > -math.inf:
             below = min(below, 1.01 * math.exp(c.log_damp))
         err = sc * (c.c_model + c.c_fft + c.c_cell0 + junk_hi * (1 + 1e-10)) + below * (1 + 1e-10)
-        lo = c.p_inf + core - rnd - err
+        lo = c.p_inf + core - rnd - err - c.beta_lo
         lo = lo * (1 - 1e-12) if lo > 0 else lo
         return max(lo, floor * (1 - 1e-15))
 
@@ -698,8 +824,16 @@ def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, 
     """One composition: grid, tilt (saddle at eps_tilt, or the Chernoff order theta_fb when eps_tilt is
     None or beyond the support), window from a_loss up."""
     log_dref = math.log(max(delta_ref, 1e-300))
+    # mean-preserving rounding when every mechanism bounds its cell offsets and sqrt(T) beats T
+    tot = sum(k for _, k in entries)
+    log_beta = math.log(max(delta_ref, 1e-300) * rtol * 1e-2)
+    div_rr = 2.05 * math.sqrt(tot * -log_beta)
+    rr = div_rr < tot and _rr_available(entries, direction)
+    a_req = a_loss
     for attempt in range(4):
-        plan = _plan(entries, direction, width, ranges, max_points)
+        plan = _plan(entries, direction, width, ranges, max_points, div_rr if rr else None, rr)
+        if rr:  # the upper bound is evaluated at eps - eta (eta ~ Delta div / 2): widen the window
+            a_loss = a_req - plan.step * div_rr
         blocks_list = [_blocks(st, plan.step) for st in plan.steps]
         theta, ref = math.nan, a_loss
         if eps_tilt is not None:
@@ -726,6 +860,12 @@ def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, 
                         blocks=blocks_list)
         if isinstance(comp, _Composed):
             comp = dataclasses.replace(comp, capped=comp.capped or attempt > 0)
+            if rr:
+                eta_up = _rr_eta(plan.steps, plan.step, log_beta, True)
+                eta_lo = _rr_eta(plan.steps, plan.step, log_beta, False)
+                beta = math.exp(log_beta) * (1 + 1e-12)
+                comp = dataclasses.replace(comp, shift_up=eta_up, shift_lo=eta_lo, beta_up=beta,
+                                           beta_lo=beta)
             ev = _Evaluator(comp, ref)
             ev.blocks, ev.ks = blocks_list, [st.k for st in plan.steps]
             return ev
@@ -733,10 +873,20 @@ def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, 
     raise AssertionError("unreachable")
 
 
+def _rr_available(entries, direction: str) -> bool:
+    for m, _ in entries:
+        try:
+            if m.pld_cell_offsets(np.array([0.0, 1.0]), direction) is None:
+                return False
+        except Exception:  # noqa: BLE001 - no usable offsets: round-up cells instead
+            return False
+    return True
+
+
 def _details(ev: _Evaluator, passes: int) -> dict:
     c = ev.c
     return {"route": "pld", "grid_step": c.step, "fft_points": c.n, "theta": c.theta,
-            "width_loss": c.t_total * c.step, "err_model": c.c_model, "err_fft": c.c_fft,
+            "width_loss": ev.shift_lo + c.shift_up, "rounding": "mean" if c.shift_up > 0 else "up", "err_model": c.c_model, "err_fft": c.c_fft,
             "log_junk_hi": c.log_junk_hi, "log_junk_lo": c.log_junk_lo,
             "log_damp": c.log_damp, "err_cell0": c.c_cell0, "p_inf_upper": c.p_inf_up,
             "log_out_upper": c.log_out_up, "capped": c.capped, "passes": passes}
@@ -862,8 +1012,8 @@ def _solve(ev: _Evaluator, delta: float) -> tuple[float, float]:
     e^{-theta eps} at small eps), so a grid of 128 points is scanned for the largest such point, then
     refined by bisection towards the next grid point.  Both functions cost O(log N) per call.
     """
-    lo_ok = max(ev.lo_ok, 0.0)
-    hi_ok = ev.hi_ok - ev.c.t_total * ev.c.step
+    lo_ok = max(ev.lo_ok + ev.c.shift_up * (1 + 1e-12) + 1e-14 * (1 + abs(ev.lo_ok)), 0.0)
+    hi_ok = ev.hi_ok - ev.shift_lo
 
     def f_up(e):
         return ev.upper(e) - delta
