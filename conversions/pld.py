@@ -511,7 +511,6 @@ def _compose(plan: _Plan, theta: float, max_points: int, tol_junk: float, a_loss
         logms.append(logm)
         taus.append(tau)
         sums.append(s)
-        e0 = st.err if np.ndim(st.err) == 0 else float(st.err[0])
         w0s.append(st.m0 * math.exp(float(arg[0])) * 1.01)
     log_c = sum(k * lm for k, lm in zip(ks, logms, strict=True))
     prod_norm = math.exp(sum(k * math.log(s + t) for k, s, t in zip(ks, sums, taus, strict=True))) \
@@ -886,7 +885,8 @@ def _rr_available(entries, direction: str) -> bool:
 def _details(ev: _Evaluator, passes: int) -> dict:
     c = ev.c
     return {"route": "pld", "grid_step": c.step, "fft_points": c.n, "theta": c.theta,
-            "width_loss": ev.shift_lo + c.shift_up, "rounding": "mean" if c.shift_up > 0 else "up", "err_model": c.c_model, "err_fft": c.c_fft,
+            "width_loss": ev.shift_lo + c.shift_up, "rounding": "mean" if c.shift_up > 0 else "up",
+            "err_model": c.c_model, "err_fft": c.c_fft,
             "log_junk_hi": c.log_junk_hi, "log_junk_lo": c.log_junk_lo,
             "log_damp": c.log_damp, "err_cell0": c.c_cell0, "p_inf_upper": c.p_inf_up,
             "log_out_upper": c.log_out_up, "capped": c.capped, "passes": passes}
