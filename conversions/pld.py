@@ -114,7 +114,10 @@ def _masses(mech: Mechanism, edges: np.ndarray, direction: str):
     res = mech.pld_cell_masses(edges, direction)
     if res is None:
         raise ValueError(f"{mech.describe()} has no cell masses (pld_cell_masses returned None)")
-    m, err = res
+    return _check_masses(mech, edges, *res)
+
+
+def _check_masses(mech: Mechanism, edges: np.ndarray, m, err):
     m = np.asarray(m, dtype=float)
     if m.shape != (edges.size + 1,) or not np.all(np.isfinite(m)) or np.any(m < 0):
         raise ValueError(f"{mech.describe()}: pld_cell_masses returned invalid masses")
@@ -212,7 +215,12 @@ def _make_step(mech: Mechanism, k: int, direction: str, step: float, lo: float, 
     i_lo = math.floor(lo / step)
     i_hi = max(math.ceil(hi / step), i_lo + 1)
     edges = np.arange(i_lo, i_hi + 1, dtype=float) * step
-    m, err = _masses(mech, edges, direction)
+    both = getattr(mech, "pld_cells_and_offsets", None) if rr else None
+    both = both(edges, direction) if both is not None else None
+    if both is not None:
+        m, err = _check_masses(mech, edges, both[0], both[1])
+    else:
+        m, err = _masses(mech, edges, direction)
     p_inf = mech.infinite_loss_mass
     if np.ndim(err) == 0:
         e0, e_top, err_c = float(err), float(err), float(err)
@@ -220,7 +228,7 @@ def _make_step(mech: Mechanism, k: int, direction: str, step: float, lo: float, 
         e0, e_top, err_c = float(err[0]), float(err[-1]), err[:-1]
     if not rr:
         return _Step(k, p_inf, i_lo, m[:-1], err_c, float(m[-1]), e_top, float(m[0]) + e0)
-    off = mech.pld_cell_offsets(edges, direction)
+    off = both[2:] if both is not None else mech.pld_cell_offsets(edges, direction)
     if off is None:
         raise ValueError(f"{mech.describe()} has no cell offsets (pld_cell_offsets returned None)")
     rlo, rhi = (np.asarray(a, dtype=float) for a in off)

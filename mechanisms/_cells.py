@@ -123,20 +123,35 @@ def _sg_inverse(l, l1q, lq, mu):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def sg_cells(edges, q, mu, add):  # pragma: no cover - compiled
-    """Cell masses of the subsampled-Gaussian privacy loss (0 < q < 1), see SubsampledGaussian."""
+def sg_edges_x(edges, q, mu, add):  # pragma: no cover - compiled
+    """x(e_i) (remove) or x(-e_i) (add) for every edge, in edge order, with rounding bounds."""
     n = edges.shape[0]
     lq = math.log(q)
     l1q = math.log1p(-q)
     x = np.empty(n)
     eta = np.empty(n)
     for i in range(n):
-        if add:  # L = -l(x) <= e  <=>  x >= x(-e); walk the edges backwards so x is increasing
-            xi, ei = _sg_inverse(-edges[n - 1 - i], l1q, lq, mu)
-        else:
-            xi, ei = _sg_inverse(edges[i], l1q, lq, mu)
-        x[i] = xi
-        eta[i] = ei
+        x[i], eta[i] = _sg_inverse(-edges[i] if add else edges[i], l1q, lq, mu)
+    return x, eta
+
+
+@njit(cache=True)
+def sg_cells(edges, q, mu, add):  # pragma: no cover - compiled
+    """Cell masses of the subsampled-Gaussian privacy loss (0 < q < 1), see SubsampledGaussian."""
+    xs, etas = sg_edges_x(edges, q, mu, add)
+    return sg_cells_x(xs, etas, q, mu, add)
+
+
+@njit(cache=True)
+def sg_cells_x(xs, etas, q, mu, add):  # pragma: no cover - compiled
+    """``sg_cells`` from the edges' x (edge order, from ``sg_edges_x``)."""
+    n = xs.shape[0]
+    if add:  # L = -l(x) <= e  <=>  x >= x(-e); walk the edges backwards so x is increasing
+        x = xs[::-1].copy()
+        eta = etas[::-1].copy()
+    else:
+        x = xs
+        eta = etas
     m = np.zeros(n + 1)
     e = np.zeros(n + 1)
     if add:
@@ -306,20 +321,31 @@ def _t_bounds(alphas, nc, w, eta, dist):  # pragma: no cover - compiled
 def sg_offsets(edges, q, mu, add):  # pragma: no cover - compiled
     """Offset bounds (lo, hi), length n + 1, for the subsampled-Gaussian loss (0 < q < 1); cells 0 and n
     (unbounded) get the trivial [0, 1], as does any cell with an infinite x end."""
+    xs, etas = sg_edges_x(edges, q, mu, add)
+    return sg_offsets_x(edges, xs, etas, q, mu, add)
+
+
+@njit(cache=True)
+def sg_offsets_x(edges, xs, etas, q, mu, add):  # pragma: no cover - compiled
+    """``sg_offsets`` from the edges' x (edge order; decreasing in i for add)."""
     n = edges.shape[0]
-    lq = math.log(q)
     l1q = math.log1p(-q)
     rlo = np.zeros(n + 1)
     rhi = np.ones(n + 1)
-    xs = np.empty(n)
-    etas = np.empty(n)
-    for i in range(n):
-        if add:
-            xs[i], etas[i] = _sg_inverse(-edges[i], l1q, lq, mu)  # decreasing in i
-        else:
-            xs[i], etas[i] = _sg_inverse(edges[i], l1q, lq, mu)
     al = np.empty(2)
     dist = np.empty(2)
+    # slopes |dL/dx| at the edges: remove mu (1 - (1-q) e^{-e}), add mu (1 - (1-q) e^{e}), i.e.
+    # -mu expm1(l1q -+ e).  The argument is off by <= da = 2u (|l1q| + |e| + |arg|) (l1q, the sum), which
+    # moves the slope by <= mu da e^{max(arg, 0) + da}; expm1 and the product add 4u |slope|
+    s_lo = np.empty(n)
+    s_hi = np.empty(n)
+    for i in range(n):
+        arg = l1q + edges[i] if add else l1q - edges[i]
+        sl = -mu * math.expm1(arg)
+        da = 2.0 * U * (abs(l1q) + abs(edges[i]) + abs(arg))
+        de = 1.01 * mu * da * math.exp(min(max(arg, 0.0), 700.0)) + 4.0 * U * abs(sl)
+        s_lo[i] = sl - de
+        s_hi[i] = sl + de
     for i in range(1, n):
         d = edges[i] - edges[i - 1]
         if d <= 0.0:
@@ -336,8 +362,8 @@ def sg_offsets(edges, q, mu, add):  # pragma: no cover - compiled
             al[0] = dist[0] * w
             tlo, thi = _t_bounds(al, 1, w, eta, dist)
             # slopes |dL/dx| at the ends: mu (1 - (1-q) e^{e}) = -mu expm1(l1q + e)
-            s_top = -mu * math.expm1(l1q + edges[i - 1]) * (1.0 + 1e-14)
-            s_bot = -mu * math.expm1(l1q + edges[i]) * (1.0 - 1e-14)
+            s_top = s_hi[i - 1]
+            s_bot = s_lo[i]
             if s_bot < 0.0:
                 continue
             # concave: the chord is below (r >= E[s]); the end tangents are above
@@ -357,8 +383,8 @@ def sg_offsets(edges, q, mu, add):  # pragma: no cover - compiled
             al[0] = dist[0] * w
             al[1] = dist[1] * w
             tlo, thi = _t_bounds(al, 2, w, eta, dist)
-            s_a = -mu * math.expm1(l1q - edges[i - 1]) * (1.0 - 1e-14)
-            s_b = -mu * math.expm1(l1q - edges[i]) * (1.0 + 1e-14)
+            s_a = s_lo[i - 1]
+            s_b = s_hi[i]
             w_lo = max(w - eta, 0.0)
             # convex: the chord is above (r <= E[s]); the end tangents are below
             lo = max(0.0, s_a * w_lo * tlo / d if s_a > 0.0 else 0.0,

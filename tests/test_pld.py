@@ -642,7 +642,7 @@ def test_gaussian_cell_offsets_contain_quadrature():
     for i in range(1, edges.size):
         a, b = ((mp.mpf(e) - mp.mpf(mu) ** 2 / 2) / mu for e in (edges[i - 1], edges[i]))
         m = mp.ncdf(b) - mp.ncdf(a)
-        ref = float((mp.quad(lambda z: (z - a) * mp.npdf(z), [a, b]) / m) / (b - a))
+        ref = float((mp.quad(lambda z, a=a: (z - a) * mp.npdf(z), [a, b]) / m) / (b - a))
         assert lo[i] <= ref <= hi[i], (i, lo[i], ref, hi[i])
     assert hi[1] - lo[1] < 1e-9  # tiny cell: nearly uniform inside
 
@@ -671,7 +671,7 @@ def test_rounding_tail_bound_dominates_exact_tail(T):
     assert binom.cdf(T - math.ceil(eta / step), 2 * T, 0.5) <= 1e-9
 
 
-@pytest.mark.parametrize("sigma,k,delta", [(10.0, 1000, 1e-6), (300.0, 20000, 1e-5), (1000.0, 10**6, 1e-10)])
+@pytest.mark.parametrize("sigma,k,delta", [(10.0, 1000, 1e-6), (300.0, 20000, 1e-5), (50.0, 5000, 1e-10)])
 def test_mean_rounding_gaussian_many_steps(sigma, k, delta):
     b = pld.pld_epsilon_bounds([(Gaussian(sigma), k)], delta)
     ref = R.gaussian_epsilon(delta, math.sqrt(k) / sigma)
@@ -685,12 +685,14 @@ def test_mean_rounding_gaussian_many_steps(sigma, k, delta):
 
 
 def test_mean_rounding_mixed_gaussian_ledger():
-    ents = [(Gaussian(20.0), 700), (SubsampledGaussian(30.0, 1.0), 900)]  # q = 1: the Gaussian
-    mu = math.sqrt(700 / 400 + 900 / 900)
-    b = pld.pld_delta_bounds(ents, 1.0)
-    ref = R.gaussian_delta(1.0, mu)
-    assert b.details["rounding"] == "mean"
-    assert b.lower <= ref <= b.upper and b.upper - b.lower <= 2e-3 * ref
+    ents = [(Gaussian(40.0), 300), (SubsampledGaussian(60.0, 1.0), 400)]  # q = 1: the Gaussian
+    mu = math.sqrt(300 / 1600 + 400 / 3600)
+    for eps in (0.5, 2.0):
+        b = pld.pld_delta_bounds(ents, eps)
+        ref = R.gaussian_delta(eps, mu)
+        assert b.details["rounding"] == "mean"
+        tol = 1e-2 if b.details["capped"] else 2e-3
+        assert b.lower <= ref <= b.upper and b.upper - b.lower <= tol * ref, (b.lower, ref, b.upper)
 
 
 def test_mean_rounding_dp_sgd_spec_row_and_contour():
