@@ -19,6 +19,24 @@ e_i = (lo_j + i) Delta, i = 0..n_j - 1, get their exact masses from ``pld_cell_m
   and the composed kept measure differs from the composed U0 (all finite cells) by at most the hybrid
   bound below with the cell-0 masses (``corr0``).
 
+Mean-preserving rounding (used instead when every mechanism implements ``pld_cell_offsets`` and
+2.05 sqrt(T log(1/beta)) < T; in the spirit of Gopi, Lee & Wutschitz 2021, with one split per cell so that
+the lattice law is exactly computable from cell masses).  Cell i (1..n-1) sends its mass to e_i with
+probability p_i and to e_{i-1} otherwise, the coin independent of L inside the cell (cell 0 -> e_0, top and
+L = inf excluded as above).  p_i is the middle of certified bounds [rlo_i, rhi_i] on the conditional offset
+r_i = E[L - e_{i-1} | cell i] / Delta, so the cell bias b_i = E[Y - L | i] = (p_i - r_i) Delta is small and
+bounded.  With D = Y - L (per step) and S_Y = S + sum D:
+    delta(eps) <= P(top or inf) + E[f_{eps - eta_up}(S_Y); finite] + P(sum D < -eta_up; finite),
+    delta(eps) >= p_inf + E[f_{eps + eta_lo}(S_Y); cells 1..n-1] - P(sum D > eta_lo; cells 1..n-1)
+(f_eps non-decreasing, 0 <= f <= 1).  The tails: given the cell, D = (coin - p_i Delta) + (p_i Delta - V),
+V in [0, Delta], two independent parts of range Delta (Hoeffding's lemma: Delta^2/8 each), and
+sum_i m_i e^{lam b_i} <= exp(lam mu + lam^2 e^{|lam| Delta} V2 / 2) (mu, V2 = bounds on the mean and
+second moment of the cell biases); Chernoff over the T steps (``_rr_log_tail``).  eta_up, eta_lo are
+chosen so that both tails are <= beta = 1e-2 rtol delta_ref, giving a loss-bracket ~ 2 Delta
+sqrt(T log(1/beta)) + T |mean bias| instead of T Delta.  Only bias bounds enter (in loss units); an error
+in the offsets never becomes a mass (total-variation) error multiplied by T.  The lattice vector's mass
+errors are the cells' errors split with the same p_i (hybrid bound as below).
+
 Tilting and FFT.  With theta > 0 near the saddle point of the query, every step vector is tilted:
 x_i = m_i e^{theta y_i} / M_j (M_j = sum_i m_i e^{theta y_i}), so the composed measure is
 mu(s) = C e^{-theta s Delta} nu(s), C = prod_j M_j^{k_j}, nu = *_j x_j^{*k_j}.  nu is computed by a
@@ -1085,7 +1103,10 @@ def pld_cost(entries, direction: str = "remove", rtol: float = 1e-3, eps_hint: f
     if eps_hint is None:
         eps_hint = eps_ch
     tot = sum(k for _, k in ents)
-    step = _lattice_step(0.9 * max(rtol * eps_hint, 0.1 * rtol) / tot)
+    div = 2.05 * math.sqrt(tot * -math.log(1e-7 * rtol))  # mean-preserving rounding at delta ~ 1e-5
+    if div >= tot or not _rr_available(ents, direction):
+        div = tot
+    step = _lattice_step(0.9 * max(rtol * eps_hint, 0.1 * rtol) / div)
     ranges = _ranges(ents, direction, rtol, 1e-5, 0.5 * c_hint)
     cells = sum((hi - lo) / step for lo, hi in ranges)
     span = sum(k * (hi - lo) / step for (lo, hi), (_, k) in zip(ranges, ents, strict=True))
