@@ -32,7 +32,7 @@ bounded.  With D = Y - L (per step) and S_Y = S + sum D:
 V in [0, Delta], two independent parts of range Delta (Hoeffding's lemma: Delta^2/8 each), and
 sum_i m_i e^{lam b_i} <= exp(lam mu + lam^2 e^{|lam| Delta} V2 / 2) (mu, V2 = bounds on the mean and
 second moment of the cell biases); Chernoff over the T steps (``_rr_log_tail``).  eta_up, eta_lo are
-chosen so that both tails are <= beta = 1e-2 rtol delta_ref, giving a loss-bracket ~ 2 Delta
+chosen so that both tails are <= beta = 0.1 rtol delta_ref, giving a loss-bracket ~ 2 Delta
 sqrt(T log(1/beta)) + T |mean bias| instead of T Delta.  Only bias bounds enter (in loss units); an error
 in the offsets never becomes a mass (total-variation) error multiplied by T.  The lattice vector's mass
 errors are the cells' errors split with the same p_i (hybrid bound as below).
@@ -851,7 +851,7 @@ def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, 
     log_dref = math.log(max(delta_ref, 1e-300))
     # mean-preserving rounding when every mechanism bounds its cell offsets and sqrt(T) beats T
     tot = sum(k for _, k in entries)
-    log_beta = math.log(max(delta_ref, 1e-300) * rtol * 1e-2)
+    log_beta = math.log(max(delta_ref, 1e-300) * rtol * 0.1)
     div_rr = 2.05 * math.sqrt(tot * -log_beta)
     rr = div_rr < tot and _rr_available(entries, direction)
     a_req = a_loss
@@ -1103,7 +1103,7 @@ def pld_cost(entries, direction: str = "remove", rtol: float = 1e-3, eps_hint: f
     if eps_hint is None:
         eps_hint = eps_ch
     tot = sum(k for _, k in ents)
-    div = 2.05 * math.sqrt(tot * -math.log(1e-7 * rtol))  # mean-preserving rounding at delta ~ 1e-5
+    div = 2.05 * math.sqrt(tot * -math.log(1e-6 * rtol))  # mean-preserving rounding at delta ~ 1e-5
     if div >= tot or not _rr_available(ents, direction):
         div = tot
     step = _lattice_step(0.9 * max(rtol * eps_hint, 0.1 * rtol) / div)
