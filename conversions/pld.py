@@ -1017,11 +1017,17 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
             theta_hint = ev.c.theta
         # grid ranges for this tilt (the lower cut depends on it), then the target grid
         ranges = _ranges(ents, direction, rtol, delta, 0.5 * theta_hint)
-        shrink = 1.0 if passes == 1 else 2.0 ** (passes - 1)
-        width = 0.9 * max(rtol * est, 0.1 * rtol) / shrink
+        target = max(rtol * est, 0.1 * rtol)
+        width = 0.8 * target  # leaves room for the error terms (~10% of the bracket at 1e-3)
+        if passes > 1:
+            # the eps bracket = the rounding shifts + the rest (error terms, which grow with the number
+            # of cells): aim the shifts at what the rest leaves, or halve when it leaves little
+            room = target - 1.5 * extra
+            width = 0.95 * room if room > 0.25 * target else 0.9 * target / 2.0 ** (passes - 1)
         ev = _run(ents, direction, width, ranges, tilt, max_points, rtol, max(lo - 1e-9, 0.0), delta,
                   theta_hint)
         lo2, up2 = _solve(ev, delta)
+        extra = max((up2 - lo2) - (ev.shift_lo + ev.c.shift_up), 0.0) if math.isfinite(up2) else math.inf
         lo, up = max(lo, lo2), min(up, up2)
         passes += 1
     lo = min(lo, up)
