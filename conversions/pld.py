@@ -1005,7 +1005,7 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
     ev = _run(ents, direction, 16 * 0.9 * max(rtol * eps_ch, 0.1 * rtol), ranges, eps_ch, max_points,
               rtol, 0.0, delta, c_ch)
     lo, up = _solve(ev, delta)
-    passes = 1
+    passes, extra = 1, math.inf
     for _ in range(3):
         if passes > 1 and (up - lo <= max(rtol * up, 0.1 * rtol) or ev.c.capped):
             break
