@@ -857,6 +857,19 @@ def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, 
     a_req = a_loss
     for attempt in range(4):
         plan = _plan(entries, direction, width, ranges, max_points, div_rr if rr else None, rr)
+        if rr and not plan.capped:
+            # the cell biases (T x mean bias, second order in Delta) can dominate the shifts when the
+            # loss is strongly curved: refine Delta once, or fall back to round-up cells (T Delta)
+            tot_eta = (_rr_eta(plan.steps, plan.step, log_beta, True)
+                       + _rr_eta(plan.steps, plan.step, log_beta, False))
+            if tot_eta > 1.2 * width:
+                div2 = div_rr * tot_eta / (0.9 * width)
+                if div2 < tot:
+                    div_rr = div2
+                    plan = _plan(entries, direction, width, ranges, max_points, div_rr, rr)
+                else:
+                    rr = False
+                    plan = _plan(entries, direction, width, ranges, max_points)
         if rr:  # the upper bound is evaluated at eps - eta (eta ~ Delta div / 2): widen the window
             a_loss = a_req - plan.step * div_rr
         blocks_list = [_blocks(st, plan.step) for st in plan.steps]
