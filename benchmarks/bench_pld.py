@@ -99,6 +99,8 @@ def main(argv=None) -> None:
         if r.get("contour"):
             lo, up, ms = r["contour"]
             extra = f"cf [{lo:.6f}, {up:.6f}] {ms:.0f} ms"
+            if max(lo, r["lower"]) > min(up, r["upper"]):
+                extra += " DISAGREE"  # two certified brackets must overlap
         if r.get("ref"):
             extra += f" ref {r['ref']}"
         print(f"{head} [{r['lower']:.6f}, {r['upper']:.6f}] {w:8.1e} {rel:7.1e} {r['ms']:6.0f} "
