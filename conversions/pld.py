@@ -19,23 +19,22 @@ e_i = (lo_j + i) Delta, i = 0..n_j - 1, get their exact masses from ``pld_cell_m
   and the composed kept measure differs from the composed U0 (all finite cells) by at most the hybrid
   bound below with the cell-0 masses (``corr0``).
 
-Mean-preserving rounding (used instead when every mechanism implements ``pld_cell_offsets`` and
-2.05 sqrt(T log(1/beta)) < T; in the spirit of Gopi, Lee & Wutschitz 2021, with one split per cell so that
-the lattice law is exactly computable from cell masses).  Cell i (1..n-1) sends its mass to e_i with
-probability p_i and to e_{i-1} otherwise, the coin independent of L inside the cell (cell 0 -> e_0, top and
-L = inf excluded as above).  p_i is the middle of certified bounds [rlo_i, rhi_i] on the conditional offset
-r_i = E[L - e_{i-1} | cell i] / Delta, so the cell bias b_i = E[Y - L | i] = (p_i - r_i) Delta is small and
-bounded.  With D = Y - L (per step) and S_Y = S + sum D:
+Nearest-point rounding with a certified mean (used instead when every mechanism implements
+``pld_cell_offsets`` and 1.45 sqrt(T log(1/beta)) < T; in the spirit of the mean-preserving randomised
+rounding of Gopi, Lee & Wutschitz 2021, but deterministic, so the lattice law is exactly a vector of cell
+masses).  The cells are re-cut at the midpoints y_j + Delta/2 and every cell goes to its lattice point
+(cell 0 (-inf, y_0] -> y_0; the top and L = inf excluded as above), so D = Y - L lies, given its cell, in
+an interval of length <= Delta, and its conditional mean b_j = (y - E_{j-1}) - r_j d_j is bracketed by
+certified bounds on the conditional offset r_j = E[L - E_{j-1} | cell j] / d_j (``pld_cell_offsets``:
+second order in Delta for smooth losses).  With S_Y = S + sum D:
     delta(eps) <= P(top or inf) + E[f_{eps - eta_up}(S_Y); finite] + P(sum D < -eta_up; finite),
-    delta(eps) >= p_inf + E[f_{eps + eta_lo}(S_Y); cells 1..n-1] - P(sum D > eta_lo; cells 1..n-1)
-(f_eps non-decreasing, 0 <= f <= 1).  The tails: given the cell, D = (coin - p_i Delta) + (p_i Delta - V),
-V in [0, Delta], two independent parts of range Delta (Hoeffding's lemma: Delta^2/8 each), and
-sum_i m_i e^{lam b_i} <= exp(lam mu + lam^2 e^{|lam| Delta} V2 / 2) (mu, V2 = bounds on the mean and
-second moment of the cell biases); Chernoff over the T steps (``_rr_log_tail``).  eta_up, eta_lo are
-chosen so that both tails are <= beta = 0.1 rtol delta_ref, giving a loss-bracket ~ 2 Delta
-sqrt(T log(1/beta)) + T |mean bias| instead of T Delta.  Only bias bounds enter (in loss units); an error
-in the offsets never becomes a mass (total-variation) error multiplied by T.  The lattice vector's mass
-errors are the cells' errors split with the same p_i (hybrid bound as below).
+    delta(eps) >= p_inf + E[f_{eps + eta_lo}(S_Y); cells 1..] - P(sum D > eta_lo; cells 1..)
+(f_eps non-decreasing, 0 <= f <= 1).  The tails by Chernoff with Hoeffding's lemma per cell
+(``_rr_log_tail``): log E e^{lam D} <= lam mu + lam^2 (Delta^2/8 + e^{|lam| Delta} V2/2), mu and V2
+bounds on the mean and second moment of the cell biases.  eta_up, eta_lo make both tails
+<= beta = 0.1 rtol delta_ref, so the loss bracket is ~ Delta sqrt(2 T log(1/beta)) + T |mean bias| instead
+of T Delta.  Only bias bounds enter (in loss units): an error in the offsets never becomes a mass
+(total-variation) error multiplied by T.
 
 Tilting and FFT.  With theta > 0 near the saddle point of the query, every step vector is tilted:
 x_i = m_i e^{theta y_i} / M_j (M_j = sum_i m_i e^{theta y_i}), so the composed measure is
@@ -232,7 +231,13 @@ def _make_step(mech: Mechanism, k: int, direction: str, step: float, lo: float, 
                rr: bool = False) -> _Step:
     i_lo = math.floor(lo / step)
     i_hi = max(math.ceil(hi / step), i_lo + 1)
-    edges = np.arange(i_lo, i_hi + 1, dtype=float) * step
+    if rr:  # rounding to the nearest lattice point: edges y_0, then y_j + Delta/2 (exact floats)
+        n = i_hi - i_lo + 1
+        edges = np.empty(n + 1)
+        edges[0] = i_lo * step
+        edges[1:] = (i_lo + np.arange(n) + 0.5) * step
+    else:
+        edges = np.arange(i_lo, i_hi + 1, dtype=float) * step
     both = getattr(mech, "pld_cells_and_offsets", None) if rr else None
     both = both(edges, direction) if both is not None else None
     if both is not None:
@@ -253,53 +258,51 @@ def _make_step(mech: Mechanism, k: int, direction: str, step: float, lo: float, 
     if rlo.shape != m.shape or rhi.shape != m.shape or not (np.all(rlo >= 0) and np.all(rhi <= 1)
                                                           and np.all(rlo <= rhi)):
         raise ValueError(f"{mech.describe()}: pld_cell_offsets returned invalid bounds")
-    return _rounded_step(k, p_inf, i_lo, m, err, rlo, rhi, step, e0, e_top)
+    return _rounded_step(k, p_inf, i_lo, edges, m, err, rlo, rhi, step, e0, e_top)
 
 
-def _rounded_step(k, p_inf, i_lo, m, err, rlo, rhi, step, e0, e_top) -> _Step:
-    """Mean-preserving rounding with one split per cell (see ``_rr_tail``).
+def _rounded_step(k, p_inf, i_lo, edges, m, err, rlo, rhi, step, e0, e_top) -> _Step:
+    """Rounding to the nearest lattice point (see ``_rr_log_tail``).
 
-    Cell i = (e_{i-1}, e_i] (i = 1..n-1) sends its mass to e_i with probability p_i and to e_{i-1}
-    otherwise, independently of L inside the cell; p_i is the middle of the offset bounds [rlo_i, rhi_i],
-    so the cell bias b_i = E[Y - L | cell i] = (p_i - r_i) Delta lies in [(p_i - rhi_i), (p_i - rlo_i)]
-    Delta.  Cell 0 stays at e_0 (Y >= L); the top cell is excluded (upper: +inf, lower: dropped).
+    Lattice y_j = (i_lo + j) Delta, j = 0..n-1; edges E_0 = y_0, E_j = y_{j-1} + Delta/2 (j = 1..n).  Cell 0
+    (-inf, y_0] and cell 1 (y_0, y_0 + Delta/2] go to y_0, cell j >= 2 to y_{j-1}; the top cell is excluded
+    (upper: +inf, lower: dropped).  Inside cell j (>= 1) D = Y - L lies in an interval of length
+    d_j <= Delta and its conditional mean b_j = (Y_j - E_{j-1}) - r_j d_j is bracketed by the offset bounds
+    r_j in [rlo_j, rhi_j].  Cell 0 has D >= 0 (upper bound only; truncated to [0, Delta/2]).
     """
-    n = m.size - 1  # lattice points e_0..e_{n-1}
-    p = 0.5 * (rlo + rhi)
-    p[0] = 0.0
-    mc = m[:-1]
-    up = p[:n] * mc  # cell i -> e_i
-    dn = (1.0 - p[:n]) * mc  # cell i -> e_{i-1} (i >= 1)
-    v = up.copy()
-    v[0] = mc[0]
-    v[:-1] += dn[1:]
+    n = m.size - 2
+    v = m[1:n + 1].copy()
+    v[0] += m[0]
     if np.ndim(err) == 0:
-        verr = float(err) * 2.0 + 4.0 * U * float(np.sum(v))  # total (each cell's error goes to 2 points)
+        verr = float(err) + 4.0 * U * float(np.sum(v))
+        tot_err = float(err)
     else:
-        ec = err[:-1]
-        verr = p[:n] * ec + 4.0 * U * v
-        verr[0] = ec[0] + 4.0 * U * v[0]
-        verr[:-1] += (1.0 - p[1:n]) * ec[1:]
-    tot_err = float(np.sum(err[:-1])) if np.ndim(err) else float(err)
-    b_lo = p - rhi  # in units of Delta
-    b_hi = p - rlo
+        verr = err[1:n + 1] + 4.0 * U * v
+        verr[0] += err[0]
+        tot_err = float(np.sum(err[:-1]))
+    d = np.diff(edges) / step  # cell widths in units of Delta (1/2 for cell 1, else 1)
+    tgt = np.empty(n)  # Y - E_{j-1} for cells j = 1..n, in units of Delta
+    tgt[0] = 0.0
+    tgt[1:] = 0.5
+    b_lo = tgt - rhi[1:n + 1] * d  # cell biases, units of Delta, cells 1..n
+    b_hi = tgt - rlo[1:n + 1] * d
     b2 = np.maximum(b_lo * b_lo, b_hi * b_hi)
-    w = mc[1:]
+    w = m[1:n + 1]
     sw = float(np.sum(w))
-    f1_lo = sw * (1 - 2 * n * U) - tot_err  # bounds on the true mass of cells 1..n-1
+    f1_lo = sw * (1 - 2 * n * U) - tot_err  # bounds on the true mass of cells 1..n
     f1_hi = sw * (1 + 2 * n * U) + tot_err
-    f0_lo = f1_lo + float(mc[0]) * (1 - 2 * U)  # ... and of cells 0..n-1
-    f0_hi = f1_hi + float(mc[0]) * (1 + 2 * U)
+    f0_lo = f1_lo + float(m[0]) * (1 - 2 * U)  # ... and of cells 0..n
+    f0_hi = f1_hi + float(m[0]) * (1 + 2 * U)
     if f1_lo <= 0:
         raise ValueError("pld: no mass on the finite cells")
-    # numerators: the masses are known to tot_err in l1 and |b| <= 1; float sums add n u sum|w b|
+    # numerators: the masses are known to tot_err in l1 and |b| <= 1/2; float sums add n u sum|w b|
     rnd = 2 * n * U * sw
-    num_up = float(np.sum(w * b_lo[1:n])) - tot_err - rnd  # cell 0 adds E[min(D, Delta)] >= 0
-    num_lo = float(np.sum(w * b_hi[1:n])) + tot_err + rnd
-    s_b2 = float(np.sum(w * b2[1:n])) + tot_err + rnd
+    num_up = float(np.sum(w * b_lo)) - tot_err - rnd  # cell 0 adds E[min(D, Delta/2)] >= 0
+    num_lo = float(np.sum(w * b_hi)) + tot_err + rnd
+    s_b2 = float(np.sum(w * b2)) + tot_err + rnd
     mu_up = num_up / (f0_lo if num_up < 0 else f0_hi)
     mu_lo = num_lo / (f1_lo if num_lo > 0 else f1_hi)
-    v2_up = (s_b2 + float(mc[0]) + e0) / f0_lo
+    v2_up = (s_b2 + 0.25 * (float(m[0]) + e0)) / f0_lo
     v2_lo = s_b2 / f1_lo
     rr = (mu_up * step, v2_up * step * step, mu_lo * step, v2_lo * step * step)
     return _Step(k, p_inf, i_lo, v, verr, float(m[-1]), e_top, float(m[0]) + e0, rr)
@@ -308,13 +311,13 @@ def _rounded_step(k, p_inf, i_lo, m, err, rlo, rhi, step, e0, e_top) -> _Step:
 def _rr_log_tail(steps, step: float, eta: float, upper: bool) -> float:
     """log of a bound on P(sum_j D_j < -eta) (upper) or P(sum_j D_j > eta) (lower), D = Y - L.
 
-    Given its cell i, D = (B - p_i Delta) + (p_i Delta - V) with B in {0, Delta} (the rounding coin,
-    independent of L inside the cell) and V = L - e_{i-1} in [0, Delta]; Hoeffding's lemma for each part
-    gives E[e^{lam D} | i] <= e^{lam b_i + lam^2 Delta^2 / 4}, and with |b_i| <= Delta,
-    sum_i m_i e^{lam b_i} <= exp(lam mu + lam^2 e^{|lam| Delta} V2 / 2) (mu = E b_I, V2 >= E b_I^2).
-    Chernoff over the T independent steps (conditional laws on the kept cells): for lam > 0,
-        log P <= -lam (eta +- sum_j k_j mu_j) + lam^2 sum_j k_j (Delta^2/4 + e^{lam Delta} V2_j / 2),
-    minimised over a few lam (each lam gives a valid bound).  Cell 0 (upper) uses min(D, Delta) <= D.
+    Given its cell i, D = Y - L lies in an interval of length <= Delta (nearest rounding), so Hoeffding's
+    lemma gives E[e^{lam D} | i] <= e^{lam b_i + lam^2 Delta^2 / 8}, and with |b_i| <= Delta,
+    sum_i m_i e^{lam b_i} <= exp(lam mu + lam^2 e^{|lam| Delta} V2 / 2) (mu = E b_I, V2 >= E b_I^2; from
+    e^x <= 1 + x + x^2 e^{|x|} / 2).  Chernoff over the T independent steps (conditional laws on the kept
+    cells): for lam > 0,
+        log P <= -lam (eta +- sum_j k_j mu_j) + lam^2 sum_j k_j (Delta^2/8 + e^{lam Delta} V2_j / 2),
+    minimised over a few lam (each lam gives a valid bound).  Cell 0 (upper) uses min(D, Delta/2) <= D.
     """
     if upper:
         t = eta + sum(st.k * st.rr[0] for st in steps)
@@ -324,7 +327,7 @@ def _rr_log_tail(steps, step: float, eta: float, upper: bool) -> float:
         b = sum(st.k * st.rr[3] for st in steps) / 2.0
     if t <= 0:
         return 0.0
-    a = sum(st.k for st in steps) * step * step / 4.0
+    a = sum(st.k for st in steps) * step * step / 8.0
     lam0 = t / (2.0 * (a + b))
     best = 0.0
     for f in (0.6, 0.8, 0.9, 1.0):
@@ -341,7 +344,7 @@ def _rr_eta(steps, step: float, log_beta: float, upper: bool) -> float:
     else:
         m = -sum(st.k * st.rr[2] for st in steps)
         b = sum(st.k * st.rr[3] for st in steps) / 2.0
-    a = sum(st.k for st in steps) * step * step / 4.0
+    a = sum(st.k for st in steps) * step * step / 8.0
     t = math.sqrt(4.0 * (a + b) * -log_beta)
     eta = max(t - m, 0.0)
     for _ in range(200):
@@ -852,7 +855,7 @@ def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, 
     # mean-preserving rounding when every mechanism bounds its cell offsets and sqrt(T) beats T
     tot = sum(k for _, k in entries)
     log_beta = math.log(max(delta_ref, 1e-300) * rtol * 0.1)
-    div_rr = 2.05 * math.sqrt(tot * -log_beta)
+    div_rr = 1.45 * math.sqrt(tot * -log_beta)  # eta_up + eta_lo ~ Delta sqrt(2 T log(1/beta))
     rr = div_rr < tot and _rr_available(entries, direction)
     a_req = a_loss
     for attempt in range(4):
@@ -1122,7 +1125,7 @@ def pld_cost(entries, direction: str = "remove", rtol: float = 1e-3, eps_hint: f
     if eps_hint is None:
         eps_hint = eps_ch
     tot = sum(k for _, k in ents)
-    div = 2.05 * math.sqrt(tot * -math.log(1e-6 * rtol))  # mean-preserving rounding at delta ~ 1e-5
+    div = 1.45 * math.sqrt(tot * -math.log(1e-6 * rtol))  # mean-preserving rounding at delta ~ 1e-5
     if div >= tot or not _rr_available(ents, direction):
         div = tot
     step = _lattice_step(0.9 * max(rtol * eps_hint, 0.1 * rtol) / div)

@@ -649,8 +649,8 @@ def test_gaussian_cell_offsets_contain_quadrature():
 
 @pytest.mark.parametrize("T", [10, 200, 5000])
 def test_rounding_tail_bound_dominates_exact_tail(T):
-    # D = B - V with B, V independent fair coins on {0, Delta}: cell bias 0, the Hoeffding-lemma extremes;
-    # sum D = Delta (Bin(2T, 1/2) - T) exactly
+    # D = +-Delta/2 with probability 1/2 (range Delta, bias 0: the Hoeffding-lemma extreme);
+    # sum D = Delta (Bin(T, 1/2) - T/2) exactly
     from scipy.stats import binom
 
     class _S:
@@ -658,9 +658,9 @@ def test_rounding_tail_bound_dominates_exact_tail(T):
         rr = (0.0, 0.0, 0.0, 0.0)
 
     step = 0.25
-    for j in (1, 3, int(2 * math.sqrt(T)) + 1, T // 2):
+    for j in (1, 3, int(math.sqrt(T)) + 1, T // 3):
         eta = j * step - 1e-9
-        exact = binom.cdf(T - j, 2 * T, 0.5)  # P(sum D <= -j Delta) <= P(sum D < -eta)
+        exact = binom.cdf(math.floor(T / 2 - j), T, 0.5)  # P(sum D <= -j Delta) <= P(sum D < -eta)
         bound = math.exp(pld._rr_log_tail([_S()], step, eta, True))
         assert exact <= bound * (1 + 1e-9), (j, exact, bound)
         bound_lo = math.exp(pld._rr_log_tail([_S()], step, eta, False))
@@ -668,7 +668,7 @@ def test_rounding_tail_bound_dominates_exact_tail(T):
     # the eta solver meets its target
     eta = pld._rr_eta([_S()], step, math.log(1e-9), True)
     assert math.exp(pld._rr_log_tail([_S()], step, eta, True)) <= 1e-9
-    assert binom.cdf(T - math.ceil(eta / step), 2 * T, 0.5) <= 1e-9
+    assert binom.cdf(math.floor(T / 2 - eta / step), T, 0.5) <= 1e-9
 
 
 @pytest.mark.parametrize("sigma,k,delta", [(10.0, 1000, 1e-6), (300.0, 20000, 1e-5), (50.0, 5000, 1e-10)])
