@@ -19,6 +19,23 @@ e_i = (lo_j + i) Delta, i = 0..n_j - 1, get their exact masses from ``pld_cell_m
   and the composed kept measure differs from the composed U0 (all finite cells) by at most the hybrid
   bound below with the cell-0 masses (``corr0``).
 
+Nearest-point rounding with a certified mean (used instead when every mechanism implements
+``pld_cell_offsets`` and 1.45 sqrt(T log(1/beta)) < T; in the spirit of the mean-preserving randomised
+rounding of Gopi, Lee & Wutschitz 2021, but deterministic, so the lattice law is exactly a vector of cell
+masses).  The cells are re-cut at the midpoints y_j + Delta/2 and every cell goes to its lattice point
+(cell 0 (-inf, y_0] -> y_0; the top and L = inf excluded as above), so D = Y - L lies, given its cell, in
+an interval of length <= Delta, and its conditional mean b_j = (y - E_{j-1}) - r_j d_j is bracketed by
+certified bounds on the conditional offset r_j = E[L - E_{j-1} | cell j] / d_j (``pld_cell_offsets``:
+second order in Delta for smooth losses).  With S_Y = S + sum D:
+    delta(eps) <= P(top or inf) + E[f_{eps - eta_up}(S_Y); finite] + P(sum D < -eta_up; finite),
+    delta(eps) >= p_inf + E[f_{eps + eta_lo}(S_Y); cells 1..] - P(sum D > eta_lo; cells 1..)
+(f_eps non-decreasing, 0 <= f <= 1).  The tails by Chernoff with Hoeffding's lemma per cell
+(``_rr_log_tail``): log E e^{lam D} <= lam mu + lam^2 (Delta^2/8 + e^{|lam| Delta} V2/2), mu and V2
+bounds on the mean and second moment of the cell biases.  eta_up, eta_lo make both tails
+<= beta = 0.1 rtol delta_ref, so the loss bracket is ~ Delta sqrt(2 T log(1/beta)) + T |mean bias| instead
+of T Delta.  Only bias bounds enter (in loss units): an error in the offsets never becomes a mass
+(total-variation) error multiplied by T.
+
 Tilting and FFT.  With theta > 0 near the saddle point of the query, every step vector is tilted:
 x_i = m_i e^{theta y_i} / M_j (M_j = sum_i m_i e^{theta y_i}), so the composed measure is
 mu(s) = C e^{-theta s Delta} nu(s), C = prod_j M_j^{k_j}, nu = *_j x_j^{*k_j}.  nu is computed by a
@@ -114,7 +131,10 @@ def _masses(mech: Mechanism, edges: np.ndarray, direction: str):
     res = mech.pld_cell_masses(edges, direction)
     if res is None:
         raise ValueError(f"{mech.describe()} has no cell masses (pld_cell_masses returned None)")
-    m, err = res
+    return _check_masses(mech, edges, *res)
+
+
+def _check_masses(mech: Mechanism, edges: np.ndarray, m, err):
     m = np.asarray(m, dtype=float)
     if m.shape != (edges.size + 1,) or not np.all(np.isfinite(m)) or np.any(m < 0):
         raise ValueError(f"{mech.describe()}: pld_cell_masses returned invalid masses")
@@ -196,20 +216,142 @@ class _Step:
     err: np.ndarray | float
     top: float
     top_err: float
+    m0: float = 0.0  # cell-0 mass + its error bound (the lower bound drops cell 0)
+    # mean-preserving rounding (None: round-up cells): conditional means of D = Y - L per step, in loss
+    # units -- upper: lower bound over cells 0..n-1 (cell 0 as min(D, Delta)); lower: upper bound over
+    # cells 1..n-1; and bounds on the conditional second moments of the cell biases
+    rr: tuple | None = None
 
     @property
     def n(self) -> int:
         return self.m.size
 
 
-def _make_step(mech: Mechanism, k: int, direction: str, step: float, lo: float, hi: float) -> _Step:
+def _make_step(mech: Mechanism, k: int, direction: str, step: float, lo: float, hi: float,
+               rr: bool = False) -> _Step:
     i_lo = math.floor(lo / step)
     i_hi = max(math.ceil(hi / step), i_lo + 1)
-    edges = np.arange(i_lo, i_hi + 1, dtype=float) * step
-    m, err = _masses(mech, edges, direction)
+    if rr:  # rounding to the nearest lattice point: edges y_0, then y_j + Delta/2 (exact floats)
+        n = i_hi - i_lo + 1
+        edges = np.empty(n + 1)
+        edges[0] = i_lo * step
+        edges[1:] = (i_lo + np.arange(n) + 0.5) * step
+    else:
+        edges = np.arange(i_lo, i_hi + 1, dtype=float) * step
+    both = getattr(mech, "pld_cells_and_offsets", None) if rr else None
+    both = both(edges, direction) if both is not None else None
+    if both is not None:
+        m, err = _check_masses(mech, edges, both[0], both[1])
+    else:
+        m, err = _masses(mech, edges, direction)
+    p_inf = mech.infinite_loss_mass
     if np.ndim(err) == 0:
-        return _Step(k, mech.infinite_loss_mass, i_lo, m[:-1], float(err), float(m[-1]), float(err))
-    return _Step(k, mech.infinite_loss_mass, i_lo, m[:-1], err[:-1], float(m[-1]), float(err[-1]))
+        e0, e_top, err_c = float(err), float(err), float(err)
+    else:
+        e0, e_top, err_c = float(err[0]), float(err[-1]), err[:-1]
+    if not rr:
+        return _Step(k, p_inf, i_lo, m[:-1], err_c, float(m[-1]), e_top, float(m[0]) + e0)
+    off = both[2:] if both is not None else mech.pld_cell_offsets(edges, direction)
+    if off is None:
+        raise ValueError(f"{mech.describe()} has no cell offsets (pld_cell_offsets returned None)")
+    rlo, rhi = (np.asarray(a, dtype=float) for a in off)
+    if rlo.shape != m.shape or rhi.shape != m.shape or not (np.all(rlo >= 0) and np.all(rhi <= 1)
+                                                          and np.all(rlo <= rhi)):
+        raise ValueError(f"{mech.describe()}: pld_cell_offsets returned invalid bounds")
+    return _rounded_step(k, p_inf, i_lo, edges, m, err, rlo, rhi, step, e0, e_top)
+
+
+def _rounded_step(k, p_inf, i_lo, edges, m, err, rlo, rhi, step, e0, e_top) -> _Step:
+    """Rounding to the nearest lattice point (see ``_rr_log_tail``).
+
+    Lattice y_j = (i_lo + j) Delta, j = 0..n-1; edges E_0 = y_0, E_j = y_{j-1} + Delta/2 (j = 1..n).  Cell 0
+    (-inf, y_0] and cell 1 (y_0, y_0 + Delta/2] go to y_0, cell j >= 2 to y_{j-1}; the top cell is excluded
+    (upper: +inf, lower: dropped).  Inside cell j (>= 1) D = Y - L lies in an interval of length
+    d_j <= Delta and its conditional mean b_j = (Y_j - E_{j-1}) - r_j d_j is bracketed by the offset bounds
+    r_j in [rlo_j, rhi_j].  Cell 0 has D >= 0 (upper bound only; truncated to [0, Delta/2]).
+    """
+    n = m.size - 2
+    v = m[1:n + 1].copy()
+    v[0] += m[0]
+    if np.ndim(err) == 0:
+        verr = float(err) + 4.0 * U * float(np.sum(v))
+        tot_err = float(err)
+    else:
+        verr = err[1:n + 1] + 4.0 * U * v
+        verr[0] += err[0]
+        tot_err = float(np.sum(err[:-1]))
+    d = np.diff(edges) / step  # cell widths in units of Delta (1/2 for cell 1, else 1)
+    tgt = np.empty(n)  # Y - E_{j-1} for cells j = 1..n, in units of Delta
+    tgt[0] = 0.0
+    tgt[1:] = 0.5
+    b_lo = tgt - rhi[1:n + 1] * d  # cell biases, units of Delta, cells 1..n
+    b_hi = tgt - rlo[1:n + 1] * d
+    b2 = np.maximum(b_lo * b_lo, b_hi * b_hi)
+    w = m[1:n + 1]
+    sw = float(np.sum(w))
+    f1_lo = sw * (1 - 2 * n * U) - tot_err  # bounds on the true mass of cells 1..n
+    f1_hi = sw * (1 + 2 * n * U) + tot_err
+    f0_lo = f1_lo + float(m[0]) * (1 - 2 * U)  # ... and of cells 0..n
+    f0_hi = f1_hi + float(m[0]) * (1 + 2 * U)
+    if f1_lo <= 0:
+        raise ValueError("pld: no mass on the finite cells")
+    # numerators: the masses are known to tot_err in l1 and |b| <= 1/2; float sums add n u sum|w b|
+    rnd = 2 * n * U * sw
+    num_up = float(np.sum(w * b_lo)) - tot_err - rnd  # cell 0 adds E[min(D, Delta/2)] >= 0
+    num_lo = float(np.sum(w * b_hi)) + tot_err + rnd
+    s_b2 = float(np.sum(w * b2)) + tot_err + rnd
+    mu_up = num_up / (f0_lo if num_up < 0 else f0_hi)
+    mu_lo = num_lo / (f1_lo if num_lo > 0 else f1_hi)
+    v2_up = (s_b2 + 0.25 * (float(m[0]) + e0)) / f0_lo
+    v2_lo = s_b2 / f1_lo
+    rr = (mu_up * step, v2_up * step * step, mu_lo * step, v2_lo * step * step)
+    return _Step(k, p_inf, i_lo, v, verr, float(m[-1]), e_top, float(m[0]) + e0, rr)
+
+
+def _rr_log_tail(steps, step: float, eta: float, upper: bool) -> float:
+    """log of a bound on P(sum_j D_j < -eta) (upper) or P(sum_j D_j > eta) (lower), D = Y - L.
+
+    Given its cell i, D = Y - L lies in an interval of length <= Delta (nearest rounding), so Hoeffding's
+    lemma gives E[e^{lam D} | i] <= e^{lam b_i + lam^2 Delta^2 / 8}, and with |b_i| <= Delta,
+    sum_i m_i e^{lam b_i} <= exp(lam mu + lam^2 e^{|lam| Delta} V2 / 2) (mu = E b_I, V2 >= E b_I^2; from
+    e^x <= 1 + x + x^2 e^{|x|} / 2).  Chernoff over the T independent steps (conditional laws on the kept
+    cells): for lam > 0,
+        log P <= -lam (eta +- sum_j k_j mu_j) + lam^2 sum_j k_j (Delta^2/8 + e^{lam Delta} V2_j / 2),
+    minimised over a few lam (each lam gives a valid bound).  Cell 0 (upper) uses min(D, Delta/2) <= D.
+    """
+    if upper:
+        t = eta + sum(st.k * st.rr[0] for st in steps)
+        b = sum(st.k * st.rr[1] for st in steps) / 2.0
+    else:
+        t = eta - sum(st.k * st.rr[2] for st in steps)
+        b = sum(st.k * st.rr[3] for st in steps) / 2.0
+    if t <= 0:
+        return 0.0
+    a = sum(st.k for st in steps) * step * step / 8.0
+    lam0 = t / (2.0 * (a + b))
+    best = 0.0
+    for f in (0.6, 0.8, 0.9, 1.0):
+        lam = lam0 * f
+        best = min(best, -lam * t + lam * lam * (a + math.exp(lam * step) * b))
+    return best * (1 - 1e-12)
+
+
+def _rr_eta(steps, step: float, log_beta: float, upper: bool) -> float:
+    """Smallest eta (on a 1% ladder) with ``_rr_log_tail`` <= log_beta."""
+    if upper:
+        m = sum(st.k * st.rr[0] for st in steps)
+        b = sum(st.k * st.rr[1] for st in steps) / 2.0
+    else:
+        m = -sum(st.k * st.rr[2] for st in steps)
+        b = sum(st.k * st.rr[3] for st in steps) / 2.0
+    a = sum(st.k for st in steps) * step * step / 8.0
+    t = math.sqrt(4.0 * (a + b) * -log_beta)
+    eta = max(t - m, 0.0)
+    for _ in range(200):
+        if _rr_log_tail(steps, step, eta, upper) <= log_beta:
+            return eta
+        eta = eta * 1.01 + 1e-3 * step
+    return math.inf
 
 
 def _blocks(st: _Step, step: float):
@@ -292,6 +434,7 @@ class _Plan:
     step: float
     steps: tuple
     capped: bool
+    rr: bool = False
 
 
 def _ranges(entries, direction, rtol, delta_ref, theta_ref):
@@ -301,18 +444,20 @@ def _ranges(entries, direction, rtol, delta_ref, theta_ref):
     return [_probe_range(m, direction, theta_ref, tgt_lo, tgt_hi) for m, _ in entries]
 
 
-def _plan(entries, direction: str, width: float, ranges, max_points: int) -> _Plan:
-    """Grid step Delta = width / T (rounded down to c 2^e) and the per-entry vectors; the cap raises Delta."""
+def _plan(entries, direction: str, width: float, ranges, max_points: int, div: float | None = None,
+          rr: bool = False) -> _Plan:
+    """Grid step Delta = width / div (div = T for round-up cells, ~2 sqrt(T log(1/beta)) for the
+    mean-preserving rounding; rounded down to c 2^e) and the per-entry vectors; the cap raises Delta."""
     tot = sum(k for _, k in entries)
-    step = _lattice_step(width / tot)
+    step = _lattice_step(width / (tot if div is None else div))
     span = max(hi - lo for lo, hi in ranges)
     capped = False
     if span / step > max_points:
         step = _lattice_step(span / max_points)
         capped = True
-    steps = tuple(_make_step(m, k, direction, step, lo, hi) for (m, k), (lo, hi) in
+    steps = tuple(_make_step(m, k, direction, step, lo, hi, rr) for (m, k), (lo, hi) in
                   zip(entries, ranges, strict=True))
-    return _Plan(direction, step, steps, capped)
+    return _Plan(direction, step, steps, capped, rr)
 
 
 # ----------------------------------------------------------------------------------------- composition
@@ -355,6 +500,11 @@ class _Composed:
     c_cell0: float  # tilted l1 mass of the terms with a cell-0 factor (lower only)
     n: int
     capped: bool
+    # evaluation shifts: upper at eps - shift_up (+ beta_up), lower at eps + shift_lo (- beta_lo)
+    shift_up: float = 0.0
+    shift_lo: float = math.nan  # nan: T Delta (round-up cells)
+    beta_up: float = 0.0
+    beta_lo: float = 0.0
 
 
 def _compose(plan: _Plan, theta: float, max_points: int, tol_junk: float, a_loss: float,
@@ -390,8 +540,7 @@ def _compose(plan: _Plan, theta: float, max_points: int, tol_junk: float, a_loss
         logms.append(logm)
         taus.append(tau)
         sums.append(s)
-        e0 = st.err if np.ndim(st.err) == 0 else float(st.err[0])
-        w0s.append((st.m[0] + e0) * math.exp(float(arg[0])) * 1.01)
+        w0s.append(st.m0 * math.exp(float(arg[0])) * 1.01)
     log_c = sum(k * lm for k, lm in zip(ks, logms, strict=True))
     prod_norm = math.exp(sum(k * math.log(s + t) for k, s, t in zip(ks, sums, taus, strict=True))) \
         if not plan_only else 1.0
@@ -582,6 +731,7 @@ class _Evaluator:
         smax = float(np.max(np.abs(s))) + abs(eps_ref)
         self.rel = U * (2 * abs(comp.log_c) + 2 * (th + 1) * smax + 2 * th * abs(eps_ref) + 24.0) + 2 * n * U
         self.lo_ok = float(s[first_ok]) if first_ok < n else math.inf  # eps >= lo_ok is evaluable
+        self.shift_lo = comp.t_total * comp.step if math.isnan(comp.shift_lo) else comp.shift_lo
         self.hi_ok = float(s[-1])
 
     def _core(self, eps: float, upper: bool) -> tuple[float, float]:
@@ -610,17 +760,21 @@ class _Evaluator:
 
     def upper(self, eps: float) -> float:
         c = self.c
+        if c.shift_up > 0:  # mean-preserving rounding: delta <= delta_Y(eps - eta) + beta
+            eps = math.nextafter(eps - c.shift_up, -math.inf)
         if eps < self.lo_ok:  # mass below the window could lie above eps: nothing certified here
             return 1.0
         core, rnd = self._core(eps, True)
         err = self._scale(eps) * (c.c_model + c.c_fft)
         out = math.exp(c.log_out_up) if c.log_out_up > -math.inf else 0.0
-        up = c.p_inf_up + max(core, 0.0) + rnd + err + out
+        up = c.p_inf_up + max(core, 0.0) + rnd + err + out + c.beta_up
         return min(1.0, up * (1 + 1e-12) + 1e-300)
 
     def lower(self, eps: float) -> float:
         c = self.c
-        e2 = math.nextafter(eps + c.t_total * c.step, math.inf)  # T Delta exact; round the sum up
+        # round-up cells: the lower coupling is the same vector shifted by T Delta; mean-preserving
+        # rounding: delta >= delta_Y(eps + eta) - beta.  Round the sum up.
+        e2 = math.nextafter(eps + self.shift_lo, math.inf)
         floor = -math.expm1(eps) if eps < 0 else 0.0
         if e2 < self.lo_ok:
             return max(c.p_inf, floor * (1 - 1e-15))
@@ -631,7 +785,7 @@ class _Evaluator:
         if c.log_damp > -math.inf:
             below = min(below, 1.01 * math.exp(c.log_damp))
         err = sc * (c.c_model + c.c_fft + c.c_cell0 + junk_hi * (1 + 1e-10)) + below * (1 + 1e-10)
-        lo = c.p_inf + core - rnd - err
+        lo = c.p_inf + core - rnd - err - c.beta_lo
         lo = lo * (1 - 1e-12) if lo > 0 else lo
         return max(lo, floor * (1 - 1e-15))
 
@@ -698,8 +852,29 @@ def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, 
     """One composition: grid, tilt (saddle at eps_tilt, or the Chernoff order theta_fb when eps_tilt is
     None or beyond the support), window from a_loss up."""
     log_dref = math.log(max(delta_ref, 1e-300))
+    # mean-preserving rounding when every mechanism bounds its cell offsets and sqrt(T) beats T
+    tot = sum(k for _, k in entries)
+    log_beta = math.log(max(delta_ref, 1e-300) * rtol * 0.1)
+    div_rr = 1.45 * math.sqrt(tot * -log_beta)  # eta_up + eta_lo ~ Delta sqrt(2 T log(1/beta))
+    rr = div_rr < tot and _rr_available(entries, direction)
+    a_req = a_loss
     for attempt in range(4):
-        plan = _plan(entries, direction, width, ranges, max_points)
+        plan = _plan(entries, direction, width, ranges, max_points, div_rr if rr else None, rr)
+        if rr and not plan.capped:
+            # the cell biases (T x mean bias, second order in Delta) can dominate the shifts when the
+            # loss is strongly curved: refine Delta once, or fall back to round-up cells (T Delta)
+            tot_eta = (_rr_eta(plan.steps, plan.step, log_beta, True)
+                       + _rr_eta(plan.steps, plan.step, log_beta, False))
+            if tot_eta > 1.2 * width:
+                div2 = div_rr * tot_eta / (0.9 * width)
+                if div2 < tot:
+                    div_rr = div2
+                    plan = _plan(entries, direction, width, ranges, max_points, div_rr, rr)
+                else:
+                    rr = False
+                    plan = _plan(entries, direction, width, ranges, max_points)
+        if rr:  # the upper bound is evaluated at eps - eta (eta ~ Delta div / 2): widen the window
+            a_loss = a_req - plan.step * div_rr
         blocks_list = [_blocks(st, plan.step) for st in plan.steps]
         theta, ref = math.nan, a_loss
         if eps_tilt is not None:
@@ -726,6 +901,12 @@ def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, 
                         blocks=blocks_list)
         if isinstance(comp, _Composed):
             comp = dataclasses.replace(comp, capped=comp.capped or attempt > 0)
+            if rr:
+                eta_up = _rr_eta(plan.steps, plan.step, log_beta, True)
+                eta_lo = _rr_eta(plan.steps, plan.step, log_beta, False)
+                beta = math.exp(log_beta) * (1 + 1e-12)
+                comp = dataclasses.replace(comp, shift_up=eta_up, shift_lo=eta_lo, beta_up=beta,
+                                           beta_lo=beta)
             ev = _Evaluator(comp, ref)
             ev.blocks, ev.ks = blocks_list, [st.k for st in plan.steps]
             return ev
@@ -733,10 +914,21 @@ def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, 
     raise AssertionError("unreachable")
 
 
+def _rr_available(entries, direction: str) -> bool:
+    for m, _ in entries:
+        try:
+            if m.pld_cell_offsets(np.array([0.0, 1.0]), direction) is None:
+                return False
+        except Exception:  # noqa: BLE001 - no usable offsets: round-up cells instead
+            return False
+    return True
+
+
 def _details(ev: _Evaluator, passes: int) -> dict:
     c = ev.c
     return {"route": "pld", "grid_step": c.step, "fft_points": c.n, "theta": c.theta,
-            "width_loss": c.t_total * c.step, "err_model": c.c_model, "err_fft": c.c_fft,
+            "width_loss": ev.shift_lo + c.shift_up, "rounding": "mean" if c.shift_up > 0 else "up",
+            "err_model": c.c_model, "err_fft": c.c_fft,
             "log_junk_hi": c.log_junk_hi, "log_junk_lo": c.log_junk_lo,
             "log_damp": c.log_damp, "err_cell0": c.c_cell0, "p_inf_upper": c.p_inf_up,
             "log_out_upper": c.log_out_up, "capped": c.capped, "passes": passes}
@@ -829,7 +1021,7 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
     ev = _run(ents, direction, 16 * 0.9 * max(rtol * eps_ch, 0.1 * rtol), ranges, eps_ch, max_points,
               rtol, 0.0, delta, c_ch)
     lo, up = _solve(ev, delta)
-    passes = 1
+    passes, extra = 1, math.inf
     for _ in range(3):
         if passes > 1 and (up - lo <= max(rtol * up, 0.1 * rtol) or ev.c.capped):
             break
@@ -841,11 +1033,17 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
             theta_hint = ev.c.theta
         # grid ranges for this tilt (the lower cut depends on it), then the target grid
         ranges = _ranges(ents, direction, rtol, delta, 0.5 * theta_hint)
-        shrink = 1.0 if passes == 1 else 2.0 ** (passes - 1)
-        width = 0.9 * max(rtol * est, 0.1 * rtol) / shrink
+        target = max(rtol * est, 0.1 * rtol)
+        width = 0.8 * target  # leaves room for the error terms (~10% of the bracket at 1e-3)
+        if passes > 1:
+            # the eps bracket = the rounding shifts + the rest (error terms, which grow with the number
+            # of cells): aim the shifts at what the rest leaves, or halve when it leaves little
+            room = target - 1.5 * extra
+            width = 0.95 * room if room > 0.25 * target else 0.9 * target / 2.0 ** (passes - 1)
         ev = _run(ents, direction, width, ranges, tilt, max_points, rtol, max(lo - 1e-9, 0.0), delta,
                   theta_hint)
         lo2, up2 = _solve(ev, delta)
+        extra = max((up2 - lo2) - (ev.shift_lo + ev.c.shift_up), 0.0) if math.isfinite(up2) else math.inf
         lo, up = max(lo, lo2), min(up, up2)
         passes += 1
     lo = min(lo, up)
@@ -862,8 +1060,8 @@ def _solve(ev: _Evaluator, delta: float) -> tuple[float, float]:
     e^{-theta eps} at small eps), so a grid of 128 points is scanned for the largest such point, then
     refined by bisection towards the next grid point.  Both functions cost O(log N) per call.
     """
-    lo_ok = max(ev.lo_ok, 0.0)
-    hi_ok = ev.hi_ok - ev.c.t_total * ev.c.step
+    lo_ok = max(ev.lo_ok + ev.c.shift_up * (1 + 1e-12) + 1e-14 * (1 + abs(ev.lo_ok)), 0.0)
+    hi_ok = ev.hi_ok - ev.shift_lo
 
     def f_up(e):
         return ev.upper(e) - delta
@@ -927,7 +1125,10 @@ def pld_cost(entries, direction: str = "remove", rtol: float = 1e-3, eps_hint: f
     if eps_hint is None:
         eps_hint = eps_ch
     tot = sum(k for _, k in ents)
-    step = _lattice_step(0.9 * max(rtol * eps_hint, 0.1 * rtol) / tot)
+    div = 1.45 * math.sqrt(tot * -math.log(1e-6 * rtol))  # mean-preserving rounding at delta ~ 1e-5
+    if div >= tot or not _rr_available(ents, direction):
+        div = tot
+    step = _lattice_step(0.9 * max(rtol * eps_hint, 0.1 * rtol) / div)
     ranges = _ranges(ents, direction, rtol, 1e-5, 0.5 * c_hint)
     cells = sum((hi - lo) / step for lo, hi in ranges)
     span = sum(k * (hi - lo) / step for (lo, hi), (_, k) in zip(ranges, ents, strict=True))

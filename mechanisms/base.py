@@ -162,6 +162,17 @@ class Mechanism:
         mp_, errp = pieces_cell_masses(e, *pieces)
         return m + mp_, err + errp + 2.0**-53 * (m + mp_)
 
+    def pld_cell_offsets(self, edges: np.ndarray, direction: str = "remove"):
+        """Bounds on where the loss sits inside each cell (for mean-preserving rounding), or ``None``.
+
+        Returns ``(lo, hi)``, arrays of length n + 1 (cells as in ``pld_cell_masses``) with
+        lo_i <= E[L - e_{i-1} | e_{i-1} < L <= e_i] / (e_i - e_{i-1}) <= hi_i for the cells i = 1..n-1
+        of positive mass (the unbounded cells 0 and n are ignored by callers).  Rigorous bounds (floating
+        point included).  Default: not available.
+        """
+        check_direction(direction)
+        return None
+
     def total_variation(self, direction: str = "remove") -> float | None:
         """delta(0) of the dominating pair, i.e. TV(P, Q) (an upper bound is fine); None if unknown.
 

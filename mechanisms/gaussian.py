@@ -87,6 +87,14 @@ class Gaussian(Mechanism):
 
         return gaussian_loss_cells(edges, self.mu)
 
+    def pld_cell_offsets(self, edges: np.ndarray, direction: str = "remove"):
+        """Bounds on E[L - e_{i-1} | cell i] / Delta_i (L linear in a standard normal:
+        ``mechanisms._cells.gaussian_loss_offsets``)."""
+        check_direction(direction)
+        from ._cells import gaussian_loss_offsets
+
+        return gaussian_loss_offsets(edges, self.mu)
+
     def total_variation(self, direction: str = "remove") -> float:
         """TV(N(0, 1), N(mu, 1)) = 2 Phi(mu / 2) - 1 = erf(mu / (2 sqrt 2)) (exact)."""
         check_direction(direction)

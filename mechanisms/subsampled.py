@@ -221,6 +221,39 @@ class SubsampledGaussian(Mechanism):
             return gaussian_loss_cells(e, mu)
         return sg_cells(e, q, mu, direction == "add")
 
+    def pld_cell_offsets(self, edges: np.ndarray, direction: str = "remove"):
+        """Bounds on E[L - e_{i-1} | cell i] / Delta_i from the convexity of the loss in x and the
+        Gaussian shape of x inside the cell (``mechanisms._cells.sg_offsets``; Gaussian for q = 1,
+        ``None`` for the atom q = 0)."""
+        check_direction(direction)
+        from ._cells import check_edges, gaussian_loss_offsets, sg_offsets
+
+        e = check_edges(edges)
+        q, mu = self.sample_rate, self.mu
+        if q == 0.0:
+            return None
+        if q == 1.0:
+            return gaussian_loss_offsets(e, mu)
+        return sg_offsets(e, q, mu, direction == "add")
+
+    def pld_cells_and_offsets(self, edges: np.ndarray, direction: str = "remove"):
+        """``(m, err, lo, hi)``: ``pld_cell_masses`` and ``pld_cell_offsets`` in one pass (the inverse loss
+        map is evaluated once per edge); ``None`` where the offsets are not available."""
+        check_direction(direction)
+        from ._cells import check_edges, sg_cells_x, sg_edges_x, sg_offsets_x
+
+        e = check_edges(edges)
+        q, mu = self.sample_rate, self.mu
+        if q == 0.0:
+            return None
+        if q == 1.0:
+            return (*self.pld_cell_masses(e, direction), *self.pld_cell_offsets(e, direction))
+        add = direction == "add"
+        xs, etas = sg_edges_x(e, q, mu, add)
+        m, err = sg_cells_x(xs, etas, q, mu, add)
+        lo, hi = sg_offsets_x(e, xs, etas, q, mu, add)
+        return m, err, lo, hi
+
     def log_envelope_fn(self, c: float, direction: str = "remove"):
         """t -> log of a bound on |M(c + it')| for all |t'| >= t (see sg_envelope_constants).
 
