@@ -73,13 +73,20 @@ class WorkLimitReached(RuntimeError):
 
 
 class WouldBeCapped(RuntimeError):
-    """Raised with ``skip_if_capped=True`` when the planned contour would hit the work cap (a wide
-    bracket: near-atomic losses); the caller then prefers another route.  Costs only the plan."""
+    """Raised with ``skip_if_capped=True`` when the planned contour cannot reach its truncation target
+    within the node and work caps (a wide bracket: near-atomic losses); the caller then prefers another
+    route.  Costs only the plan."""
 
 
-def _check_plan(pld: ComposedPLD, plan: _Plan, skip_if_capped: bool) -> _Plan:
-    if skip_if_capped and pld.work(plan.u, plan.h) > WORK_BUDGET / 4:
-        raise WouldBeCapped(f"the contour needs more than the work cap ({plan.nodes} nodes planned)")
+# with skip_if_capped, a plan whose truncation error (predicted from its shortfall) exceeds this fraction
+# of delta is not evaluated
+DEFER_PREDICTED_REL = 1e-4
+
+
+def _check_plan(pld: ComposedPLD, plan: _Plan, skip_if_capped: bool, rtol: float) -> _Plan:
+    if skip_if_capped and plan.log_short + math.log(rtol) > math.log(DEFER_PREDICTED_REL):
+        raise WouldBeCapped(f"the contour cannot reach its accuracy within the work cap ({plan.nodes} "
+                            "nodes planned)")
     return plan
 
 
@@ -512,6 +519,7 @@ class _Plan:
     cp: float
     u: float
     h_from_upper: bool = False  # the step is set by the aliasing of the lines above c
+    log_short: float = -math.inf  # log(truncation bound / its target) at u: > 0 when the caps bound u
 
     @property
     def nodes(self) -> int:
@@ -557,7 +565,7 @@ def _plan(pld: ComposedPLD, c: float, eps_ref: float, log_target: float) -> _Pla
         if log_t <= lam or 2.0 * u / h > MAX_NODES or pld.work(2.0 * u, h) > WORK_BUDGET:
             break  # (the next doubling would exceed the node or work cap: stop below it)
         u *= 2.0
-    return _Plan(c, h, cp, min(u, h * MAX_NODES), h_up < max(h_low1, h_low2))
+    return _Plan(c, h, cp, min(u, h * MAX_NODES), h_up < max(h_low1, h_low2), log_t - lam)
 
 
 def _best_plan(pld: ComposedPLD, eps_ref: float, log_target: float,
@@ -848,7 +856,7 @@ def _delta_bounds(pld: ComposedPLD, eps: float, rtol: float, skip_if_capped: boo
     c = pld.saddle(eps)
     log_target = pld.chernoff_log_delta(c, eps) + math.log(rtol) - math.log(1e3)
     for i in range(4):
-        grid = _Grid(pld, _check_plan(pld, _best_plan(pld, eps, log_target), skip_if_capped and i == 0))
+        grid = _Grid(pld, _check_plan(pld, _best_plan(pld, eps, log_target), skip_if_capped and i == 0, rtol))
         est, lo, up, det = _combine(pld, grid, eps)
         capped = pld.work(grid.u_trunc, grid.h) > WORK_BUDGET / 2
         if up - lo <= rtol * max(est, 1e-300) or est <= 0.0 or capped:
@@ -928,7 +936,7 @@ def _epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float,
     result = None
     for i in range(3):
         plan = _best_plan(pld, eps_ref, math.log(delta) + math.log(rtol) - math.log(8.0), c_hint=c_ch)
-        grid = _Grid(pld, _check_plan(pld, plan, skip_if_capped and i == 0))
+        grid = _Grid(pld, _check_plan(pld, plan, skip_if_capped and i == 0, rtol))
 
         comb = _memo(lambda e, _g=grid: _combine(pld, _g, e))
 
