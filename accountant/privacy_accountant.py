@@ -334,6 +334,13 @@ class PrivacyAccountant:
             except routes.RouteUnavailable as exc:
                 notes.append(f"{route.name} unavailable ({exc})")
                 continue
+            except (ValueError, ArithmeticError) as exc:
+                # a numerical route that cannot handle this query leaves the answer to the others (the
+                # error is kept in the notes; with no route left the query fails below)
+                if route.name == "rdp" and not results:
+                    raise
+                notes.append(f"{route.name} failed ({type(exc).__name__}: {exc})")
+                continue
             finally:
                 ctx.skip_if_capped = False
             if r.lower is not None:
