@@ -101,7 +101,7 @@ class PrivacyAccountant:
         """
         if not isinstance(mechanism, Mechanism):
             raise TypeError(f"mechanism must be a mechanisms.Mechanism, got {type(mechanism).__name__}")
-        times = V.integer("times", times, low=0)
+        times = V.count("times", times)
         if self.relation not in mechanism.relations:
             raise ValueError(f"{mechanism.describe()} is not defined under the {self.relation!r} relation "
                              f"(supported: {mechanism.relations})")
@@ -136,14 +136,14 @@ class PrivacyAccountant:
             sigma = noise_multiplier
         if sigma is None or sample_rate is None:
             raise TypeError("step() needs sigma (or noise_multiplier) and sample_rate")
+        steps = V.count("steps", steps)
         key = (sigma, sample_rate, sensitivity)
         if self._last_step is not None and self._last_step[0] == key and self.budget is None:
-            if isinstance(steps, int) and not isinstance(steps, bool) and steps >= 0:
-                mech = self._last_step[1]
-                self._ledger._counts[mech] += steps
-                if steps:
-                    self._pld_cache.clear()
-                return self
+            mech = self._last_step[1]
+            if steps:
+                self._ledger.add(mech, steps)  # checks the entry's total against 10^12
+                self._pld_cache.clear()
+            return self
         from mechanisms.subsampled import SubsampledGaussian
 
         mech = SubsampledGaussian(sigma=sigma, sample_rate=sample_rate, sensitivity=sensitivity)
