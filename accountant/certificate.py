@@ -93,9 +93,11 @@ class Certificate:
         if self.lower_bound is not None:
             lb = f"; the true {what} of the worst-case pair is at least {self.lower_bound:.6g}"
         comp = "; ".join(self.ledger) if self.ledger else "nothing"
+        why = self.details.get("trivial_bound_reason") if isinstance(self.details, dict) else None
+        why = f" No finite bound: {why}." if why else ""
         return (f"({self.epsilon:.6g}, {self.delta:.3g})-DP under {self.relation.replace('_', '/')} "
                 f"neighbours [{self.bound}; method {self.method}; numerical error <= {self.error:.2g} "
-                f"in {what} = {val:.6g}{lb}]. Composition: {comp}. dpcert {self.version}.")
+                f"in {what} = {val:.6g}{lb}]. Composition: {comp}.{why} dpcert {self.version}.")
 
 
 def _jsonify(x: Any) -> Any:

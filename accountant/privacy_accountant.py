@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,6 +22,10 @@ METHODS = ("auto", "cf", "rdp", "rdp_classic", "exact")
 # certified lower bound on the truth: no valid bound from another route can be smaller than that
 # lower bound, so the remaining routes could improve the answer by less than this fraction.
 AUTO_SKIP_RTOL = 1e-6
+
+
+class VacuousBoundWarning(UserWarning):
+    """A certificate is trivial (epsilon = inf or delta = 1) because a mechanism has no finite bound."""
 
 
 class BudgetExceeded(RuntimeError):
@@ -256,7 +261,16 @@ class PrivacyAccountant:
             if method not in self._valid_methods() and self._ledger:
                 raise ValueError(f"method {method!r} is not available for this ledger "
                                  f"(available: {self._valid_methods()})")
-            return method, fn(method), {}
+            chosen = fn(method)
+            if not compare:
+                return method, chosen, {}
+            # compare with a fixed method: every valid route is evaluated and listed, the certificate
+            # stays the requested method's
+            cands = {method: chosen.value}
+            for m in self._valid_methods() if self._ledger else []:
+                if m not in cands and m != "rdp_classic":
+                    cands[m] = fn(m).value
+            return method, chosen, cands
         routes: dict[str, _Route] = {}
         skipped: list[str] = []
         lower = None
@@ -304,20 +318,39 @@ class PrivacyAccountant:
         """
         if (delta is None) == (epsilon is None):
             raise ValueError("give exactly one of delta= or epsilon=")
+        if not isinstance(compare, bool):
+            raise TypeError(f"compare must be True or False, got {compare!r}")
         if delta is not None:
             delta = V.delta(delta)
             name, r, cands = self._select(method, lambda m: self._eps_route(m, delta), compare)
+            trivial = not math.isfinite(r.value)
             return Certificate(epsilon=r.value, delta=delta, method=name,
                                error=max(r.value - r.estimate, 0.0) if math.isfinite(r.value) else math.inf,
                                lower_bound=r.lower, bound=r.bound, relation=self.relation,
                                query="epsilon", ledger=tuple(self._ledger.summary()), candidates=cands,
-                               details=r.details)
+                               details=self._explain(r.details, trivial, "epsilon = inf"))
         epsilon = V.epsilon(epsilon)
         name, r, cands = self._select(method, lambda m: self._delta_route(m, epsilon), compare)
         return Certificate(epsilon=epsilon, delta=r.value, method=name,
                            error=max(r.value - r.estimate, 0.0), lower_bound=r.lower, bound=r.bound,
                            relation=self.relation, query="delta", ledger=tuple(self._ledger.summary()),
-                           candidates=cands, details=r.details)
+                           candidates=cands, details=self._explain(r.details, r.value >= 1.0, "delta = 1"))
+
+    def _explain(self, details: dict, trivial: bool, what: str) -> dict:
+        """Add ``details["trivial_bound_reason"]`` (and warn) when the certificate is vacuous because a
+        ledger entry has no finite bound, naming the entry and the condition it fails."""
+        if not trivial:
+            return details
+        reasons = []
+        for m, _ in self._ledger:
+            why = m.unbounded_reason()
+            if why:
+                reasons.append(f"{m.describe()}: {why}")
+        if not reasons:
+            return details
+        msg = f"vacuous certificate ({what}): " + "; ".join(reasons)
+        warnings.warn(msg, VacuousBoundWarning, stacklevel=3)
+        return {**details, "trivial_bound_reason": "; ".join(reasons)}
 
     # ------------------------------------------------------------------ persistence
     def to_state(self) -> dict:
@@ -332,14 +365,27 @@ class PrivacyAccountant:
 
     @classmethod
     def from_state(cls, doc: dict) -> PrivacyAccountant:
-        budget = doc.get("budget")
-        if budget is not None:
-            if not isinstance(budget, dict) or set(budget) != {"epsilon", "delta"}:
-                raise ValueError("state 'budget' must be null or {'epsilon', 'delta'}")
-            budget = PrivacyBudget(budget["epsilon"], budget["delta"])
-        acct = cls(relation=doc.get("relation", "add_remove"), rtol=doc.get("rtol", contour.DEFAULT_RTOL),
-                   budget=budget)
-        acct._ledger = Ledger.from_list(doc.get("ledger", []))
+        """Rebuild from :meth:`to_state`; ``ValueError`` (naming the field) for any malformed field.
+
+        Everything is validated before the accountant is returned; nothing is shared with ``doc``.
+        """
+        if not isinstance(doc, dict):
+            raise ValueError(f"state must be a JSON object, got {type(doc).__name__}")
+        try:
+            budget = doc.get("budget")
+            if budget is not None:
+                if not isinstance(budget, dict) or set(budget) != {"epsilon", "delta"}:
+                    raise ValueError("state 'budget' must be null or {'epsilon', 'delta'}")
+                budget = PrivacyBudget(budget["epsilon"], budget["delta"])
+            relation = doc.get("relation", "add_remove")
+            if not isinstance(relation, str):
+                raise ValueError(f"state 'relation' must be one of {RELATIONS}, got {relation!r}")
+            acct = cls(relation=relation, rtol=doc.get("rtol", contour.DEFAULT_RTOL), budget=budget)
+            acct._ledger = Ledger.from_list(doc.get("ledger", []))
+        except TypeError as exc:  # a field of the wrong JSON type: the state is unusable
+            raise ValueError(f"invalid state: {exc}") from None
+        except RecursionError:
+            raise ValueError("invalid state: mechanisms nested too deeply") from None
         for m, _ in acct._ledger:
             if acct.relation not in m.relations:
                 raise ValueError(f"{m.describe()} is not defined under relation {acct.relation!r}")
