@@ -364,7 +364,10 @@ def _main(argv: list[str]) -> int:
     idx, name = _command_of(argv)
     if name in PASSTHROUGH:
         return _run(name, lambda: PASSTHROUGH[name](argv[idx + 1:]))
-    args, extra = parser.parse_known_args(argv)
+    try:
+        args, extra = parser.parse_known_args(argv)
+    except SystemExit as exc:  # --help, --version (0) or a usage error already printed (2)
+        return exc.code if isinstance(exc.code, int) else 2
     if not args.command:
         parser.print_help()
         return 2
