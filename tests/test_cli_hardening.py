@@ -403,3 +403,58 @@ def test_progress_on_tty_only_and_quiet_flag(capsys, monkeypatch):
     assert err == ""
     rc, _, err = run_cli(capsys, "-q", *args)
     assert err == ""
+
+
+# --------------------------------------------------------------------------- kill -9 soak
+_SAVER = """
+import sys
+from accountant import PrivacyAccountant
+from mechanisms import Gaussian
+path = sys.argv[1]
+while True:
+    try:
+        acct = PrivacyAccountant.load(path)
+    except ValueError:
+        acct = PrivacyAccountant()
+    acct.compose(Gaussian(sigma=1.0), 1)
+    acct.save(path)
+    print(acct.ledger.total_count, flush=True)
+"""
+
+
+def _soak(tmp_path, kills: int, seed: int = 0) -> None:
+    """Kill a process that keeps re-saving the state at random moments: the file always loads, no
+    confirmed save is lost, and each next save removes the temp files the killed ones left."""
+    import random
+
+    rng = random.Random(seed)
+    path = tmp_path / "state.json"
+    confirmed = 0
+    for _ in range(kills):
+        proc = subprocess.Popen([sys.executable, "-c", _SAVER, str(path)], cwd=ROOT, stdout=subprocess.PIPE,
+                                text=True)
+        try:
+            for _ in range(rng.randint(1, 20)):
+                line = proc.stdout.readline()
+                assert line, "the saver died on its own"
+                confirmed = int(line)
+            time.sleep(rng.random() * 0.003)
+        finally:
+            proc.kill()  # SIGKILL: no cleanup handler runs
+            proc.wait()
+            proc.stdout.close()
+        count = PrivacyAccountant.load(path).ledger.total_count
+        assert confirmed <= count <= confirmed + 1
+        confirmed = count
+    acct = PrivacyAccountant.load(path)
+    acct.save(path)
+    assert [x.name for x in tmp_path.iterdir()] == ["state.json"]
+
+
+def test_kill_9_during_saves_loses_nothing(tmp_path):
+    _soak(tmp_path, kills=2)
+
+
+@pytest.mark.slow
+def test_kill_9_soak(tmp_path):
+    _soak(tmp_path, kills=200, seed=1)
