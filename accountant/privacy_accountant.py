@@ -227,7 +227,7 @@ class PrivacyAccountant:
     def _delta_route(self, method: str, eps: float) -> _Route:
         led = self._ledger
         if not led:
-            d = max(0.0, -math.expm1(eps))
+            d = -math.expm1(eps) if eps < 0 else 0.0
             return _Route(d, d, d, "exact")
         if method == "exact":
             kind, x = self._exact_form()
