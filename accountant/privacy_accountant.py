@@ -28,6 +28,10 @@ class VacuousBoundWarning(UserWarning):
     """A certificate is trivial (epsilon = inf or delta = 1) because a mechanism has no finite bound."""
 
 
+class NumericalRangeError(ValueError, FloatingPointError):
+    """A query whose computation leaves the float range (extreme parameters): no certificate is given."""
+
+
 class BudgetExceeded(RuntimeError):
     """Raised when a composition would exceed the accountant's privacy budget (nothing is recorded)."""
 
@@ -322,7 +326,8 @@ class PrivacyAccountant:
             raise TypeError(f"compare must be True or False, got {compare!r}")
         if delta is not None:
             delta = V.delta(delta)
-            name, r, cands = self._select(method, lambda m: self._eps_route(m, delta), compare)
+            name, r, cands = self._guarded(method, lambda m: self._eps_route(m, delta), compare,
+                                           f"delta={delta!r}")
             trivial = not math.isfinite(r.value)
             return Certificate(epsilon=r.value, delta=delta, method=name,
                                error=max(r.value - r.estimate, 0.0) if math.isfinite(r.value) else math.inf,
@@ -330,11 +335,25 @@ class PrivacyAccountant:
                                query="epsilon", ledger=tuple(self._ledger.summary()), candidates=cands,
                                details=self._explain(r.details, trivial, "epsilon = inf"))
         epsilon = V.epsilon(epsilon)
-        name, r, cands = self._select(method, lambda m: self._delta_route(m, epsilon), compare)
+        name, r, cands = self._guarded(method, lambda m: self._delta_route(m, epsilon), compare,
+                                       f"epsilon={epsilon!r}")
         return Certificate(epsilon=epsilon, delta=r.value, method=name,
                            error=max(r.value - r.estimate, 0.0), lower_bound=r.lower, bound=r.bound,
                            relation=self.relation, query="delta", ledger=tuple(self._ledger.summary()),
                            candidates=cands, details=self._explain(r.details, r.value >= 1.0, "delta = 1"))
+
+    def _guarded(self, method: str, fn, compare: bool, query: str):
+        """:meth:`_select`, with float-range failures (overflow, division by zero, NaN stops) turned into
+        :class:`NumericalRangeError` (a ValueError naming the query and the ledger)."""
+        try:
+            return self._select(method, fn, compare)
+        except (OverflowError, ZeroDivisionError, FloatingPointError) as exc:
+            if isinstance(exc, NumericalRangeError):
+                raise
+            raise NumericalRangeError(
+                f"cannot certify {query} for [{'; '.join(self._ledger.summary())}]: the computation left the "
+                f"float range ({type(exc).__name__}: {exc}); the parameters or the query value are too "
+                "extreme") from exc
 
     def _explain(self, details: dict, trivial: bool, what: str) -> dict:
         """Add ``details["trivial_bound_reason"]`` (and warn) when the certificate is vacuous because a
