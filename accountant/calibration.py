@@ -36,6 +36,17 @@ def _dpsgd_eps(sigma: float, sample_rate: float, steps: int, delta: float, metho
     return acct.epsilon(delta, method=method)
 
 
+def _printer(progress: bool | Callable[[str], None] | None) -> Callable[[str], None] | None:
+    """``progress``: False/None (silent), True (print to stdout) or a function taking one line."""
+    if progress is None or progress is False:
+        return None
+    if progress is True:
+        return lambda line: print(line, flush=True)
+    if not callable(progress):
+        raise TypeError("progress must be a bool or a function of one string")
+    return progress
+
+
 def _default_method(method: str | None) -> str:
     return "auto" if method is None else method
 
@@ -53,7 +64,8 @@ def _bisect_log(f: Callable[[float], bool], lo: float, hi: float, rtol: float) -
 
 
 def calibrate_sigma(target_epsilon: float, delta: float, sample_rate: float, steps: int, *,
-                    method: str | None = None, rtol: float = 1e-4, progress: bool = False) -> Calibration:
+                    method: str | None = None, rtol: float = 1e-4,
+                    progress: bool | Callable[[str], None] = False) -> Calibration:
     """Smallest noise multiplier sigma whose certified epsilon(delta) after ``steps`` DP-SGD steps
     with Poisson sample rate ``sample_rate`` is <= ``target_epsilon`` (to relative tolerance ``rtol``:
     sigma * (1 - rtol) gives epsilon > target).
@@ -65,16 +77,17 @@ def calibrate_sigma(target_epsilon: float, delta: float, sample_rate: float, ste
     target = V.real("target_epsilon", target_epsilon, low=0.0, low_open=True)
     delta = V.delta(delta)
     q = V.probability("sample_rate", sample_rate, open_low=True)
-    steps = V.integer("steps", steps, low=1)
+    steps = V.integer("steps", steps, low=1, high=V.MAX_COUNT)
     method = _default_method(method)
+    show = _printer(progress)
     evals = 0
 
     def ok(sig: float, m: str = method) -> bool:
         nonlocal evals
         evals += 1
         e = _dpsgd_eps(sig, q, steps, delta, m)
-        if progress:
-            print(f"  sigma={sig:.8g} epsilon={e:.8g} ({m})", flush=True)
+        if show:
+            show(f"  [{evals}] sigma={sig:.8g} epsilon={e:.8g} ({m})")
         return e <= target
 
     hi = 1.0
@@ -95,19 +108,24 @@ def calibrate_sigma(target_epsilon: float, delta: float, sample_rate: float, ste
 
 
 def max_steps(target_epsilon: float, delta: float, sigma: float, sample_rate: float, *,
-              method: str | None = None, limit: int = 10**9) -> Calibration:
+              method: str | None = None, limit: int = 10**9,
+              progress: bool | Callable[[str], None] = False) -> Calibration:
     """Largest number of DP-SGD steps whose certified epsilon is <= ``target_epsilon`` (0 if none)."""
     target = V.real("target_epsilon", target_epsilon, low=0.0, low_open=True)
     delta = V.delta(delta)
     sigma = V.positive("sigma", sigma)
     q = V.probability("sample_rate", sample_rate, open_low=True)
     method = _default_method(method)
+    show = _printer(progress)
     evals = 0
 
     def ok(t: int) -> bool:
         nonlocal evals
         evals += 1
-        return _dpsgd_eps(sigma, q, t, delta, method) <= target
+        e = _dpsgd_eps(sigma, q, t, delta, method)
+        if show:
+            show(f"  [{evals}] steps={t} epsilon={e:.8g} ({method})")
+        return e <= target
 
     if not ok(1):
         return Calibration("steps", 0, math.inf, target, delta, evals)
@@ -127,19 +145,24 @@ def max_steps(target_epsilon: float, delta: float, sigma: float, sample_rate: fl
 
 
 def max_sample_rate(target_epsilon: float, delta: float, sigma: float, steps: int, *,
-                    method: str | None = None, rtol: float = 1e-4) -> Calibration:
+                    method: str | None = None, rtol: float = 1e-4,
+                    progress: bool | Callable[[str], None] = False) -> Calibration:
     """Largest Poisson sample rate whose certified epsilon is <= ``target_epsilon`` (to ``rtol``)."""
     target = V.real("target_epsilon", target_epsilon, low=0.0, low_open=True)
     delta = V.delta(delta)
     sigma = V.positive("sigma", sigma)
-    steps = V.integer("steps", steps, low=1)
+    steps = V.integer("steps", steps, low=1, high=V.MAX_COUNT)
     method = _default_method(method)
+    show = _printer(progress)
     evals = 0
 
     def ok(q: float) -> bool:
         nonlocal evals
         evals += 1
-        return _dpsgd_eps(sigma, q, steps, delta, method) <= target
+        e = _dpsgd_eps(sigma, q, steps, delta, method)
+        if show:
+            show(f"  [{evals}] sample_rate={q:.8g} epsilon={e:.8g} ({method})")
+        return e <= target
 
     if ok(1.0):
         return Calibration("sample_rate", 1.0, _dpsgd_eps(sigma, 1.0, steps, delta, method), target, delta,

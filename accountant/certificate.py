@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from ._version import __version__
@@ -82,6 +82,15 @@ class Certificate:
         if not isinstance(d, dict) or d.get("format") != "dpcert-certificate":
             raise ValueError("not a dpcert certificate")
         kw = {k: _unnum(v) for k, v in d.items() if k != "format"}
+        names = {f.name for f in fields(cls)}
+        required = {f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING}
+        if set(kw) - names or required - set(kw):
+            raise ValueError(f"not a valid dpcert certificate: unknown fields {sorted(set(kw) - names)}, "
+                             f"missing fields {sorted(required - set(kw))}")
+        if not isinstance(kw["ledger"], list) or not isinstance(kw.get("candidates", {}), dict) \
+                or not isinstance(kw.get("details", {}), dict):
+            raise ValueError("not a valid dpcert certificate: 'ledger' must be a list and 'candidates', "
+                             "'details' objects")
         kw["ledger"] = tuple(kw["ledger"])
         kw["candidates"] = {k: _unnum(v) for k, v in kw.get("candidates", {}).items()}
         return cls(**kw)
@@ -94,9 +103,11 @@ class Certificate:
             lb = f"; the true {what} of the worst-case pair is at least {self.lower_bound:.6g}"
         comp = "; ".join(self.ledger) if self.ledger else "nothing"
         warn = f" Warning: {self.details['warning']}." if self.details.get("warning") else ""
+        why = self.details.get("trivial_bound_reason") if isinstance(self.details, dict) else None
+        why = f" No finite bound: {why}." if why else ""
         return (f"({self.epsilon:.6g}, {self.delta:.3g})-DP under {self.relation.replace('_', '/')} "
                 f"neighbours [{self.bound}; method {self.method}; numerical error <= {self.error:.2g} "
-                f"in {what} = {val:.6g}{lb}]. Composition: {comp}. dpcert {self.version}.{warn}")
+                f"in {what} = {val:.6g}{lb}]. Composition: {comp}.{why} dpcert {self.version}.{warn}")
 
 
 def _jsonify(x: Any) -> Any:

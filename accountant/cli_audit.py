@@ -38,7 +38,8 @@ def cmd_audit(args: argparse.Namespace, extra: list[str]) -> int:
         missing = wanted - {c.get("id") for c in claims}
         if missing:
             raise cli.CLIError(f"no claim with id {', '.join(sorted(missing))}")
-    progress = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    quiet = args.quiet or getattr(args, "quiet_global", False)
+    progress = None if quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     try:
         results = audit_claims(claims, progress=progress)
     except ClaimError as exc:
@@ -50,12 +51,50 @@ def cmd_audit(args: argparse.Namespace, extra: list[str]) -> int:
     return exit_code(results)
 
 
-def cmd_bench(args: argparse.Namespace, extra: list[str]) -> int:
+BENCH_FROM_SOURCE = ("the benchmark suite runs from a source checkout of dpcert: "
+                     "'git clone <dpcert repository> && cd dpcert && python -m benchmarks --quick' "
+                     "(it is not part of the installed package)")
+
+
+def _source_benchmarks():
+    """The ``benchmarks`` package of the source tree this ``accountant`` was imported from, or None.
+
+    Never imports an unrelated top-level ``benchmarks`` package from elsewhere on ``sys.path``.
+    """
+    import importlib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    src = root / "benchmarks"
+    if not (src / "__main__.py").is_file() or not (src / "suite.py").is_file():
+        return None
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
     try:
-        from benchmarks.__main__ import main as bench_main
-    except ModuleNotFoundError as exc:  # pragma: no cover - installed without the benchmarks package
-        raise cli.CLIError(f"the benchmark suite is not installed ({exc})") from None
-    return bench_main(list(args.bench_args) + list(extra))
+        mod = importlib.import_module("benchmarks.__main__")
+    except ModuleNotFoundError:
+        return None
+    if Path(mod.__file__).resolve().parent != root / "benchmarks":
+        return None
+    return mod
+
+
+def bench_passthrough(argv: list[str]) -> int:
+    """``dpcert bench ARGS`` == ``python -m benchmarks ARGS`` (from a source checkout only)."""
+    mod = _source_benchmarks()
+    if mod is None:
+        if argv and argv[0] in ("-h", "--help"):
+            print(f"usage: dpcert bench [python -m benchmarks options]\n\n{BENCH_FROM_SOURCE}.")
+            return 0
+        raise cli.CLIError(BENCH_FROM_SOURCE)
+    try:
+        return mod.main(list(argv))
+    except SystemExit as exc:  # argparse of the suite: --help (0) or a usage error (2)
+        return exc.code if isinstance(exc.code, int) else 2
+
+
+def cmd_bench(args: argparse.Namespace, extra: list[str]) -> int:
+    return bench_passthrough(list(args.bench_args) + list(extra))
 
 
 def cmd_plot(args: argparse.Namespace, extra: list[str]) -> int:
@@ -77,9 +116,13 @@ def _register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--markdown", action="store_true", help="markdown table")
     a.add_argument("--only", nargs="+", metavar="ID", help="audit only these claim ids")
     a.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
-    b = sub.add_parser("bench", help="benchmark suite (same options as 'python -m benchmarks')",
+    a.epilog = "Exit code: 0 all claims consistent, 1 a claim is understated, 2 invalid input."
+    b = sub.add_parser("bench", help="benchmark suite, from a source checkout (same options as "
+                                     "'python -m benchmarks': --quick, --only, --out, ...)",
                        add_help=False)
-    b.add_argument("bench_args", nargs=argparse.REMAINDER)
+    b.add_argument("bench_args", nargs=argparse.REMAINDER,
+                   help="options of 'python -m benchmarks' (see 'dpcert bench --help')")
+    cli.PASSTHROUGH["bench"] = bench_passthrough
     p = sub.add_parser("plot", help="plots: epsilon vs steps, privacy profile, RDP curve, f-DP trade-off")
     try:
         from .plots import add_arguments

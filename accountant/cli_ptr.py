@@ -24,6 +24,8 @@ import numpy as np
 from . import cli
 from .privacy_accountant import PrivacyAccountant
 
+_num, _int = cli.number, cli.integer
+
 
 def _record(args: argparse.Namespace, mech) -> PrivacyAccountant | None:
     if not getattr(args, "state", None):
@@ -157,39 +159,43 @@ def _register(sub: argparse._SubParsersAction) -> None:
 
     c = ps.add_parser("certificate",
                       help="(eps + eps_hat, delta_hat + max(delta, delta'))-DP of one PTR release")
-    c.add_argument("--epsilon", type=float, required=True, help="budget eps of the data-dependent loss")
-    c.add_argument("--delta", type=float, default=0.0, help="delta of the data-dependent loss")
-    c.add_argument("--test-epsilon", type=float, required=True)
-    c.add_argument("--test-delta", type=float, default=0.0)
-    c.add_argument("--false-positive", type=float, required=True,
+    c.add_argument("--epsilon", type=_num, required=True, help="budget eps of the data-dependent loss")
+    c.add_argument("--delta", type=_num, default=0.0, help="delta of the data-dependent loss")
+    c.add_argument("--test-epsilon", type=_num, required=True, help="eps_hat of the test, >= 0")
+    c.add_argument("--test-delta", type=_num, default=0.0, help="delta_hat of the test (default 0)")
+    c.add_argument("--false-positive", type=_num, required=True,
                    help="delta': false-positive rate of the test")
-    c.add_argument("--combine", choices=["max", "sum"], default="max")
+    c.add_argument("--combine", choices=["max", "sum"], default="max",
+                   help="delta_hat + max(delta, delta') (tight, default) or delta_hat + delta + delta' "
+                        "(Thm 4.3 as printed)")
 
     k = ps.add_parser("classic", help="classic PTR (Laplace test and release): (2 eps, delta/2)")
-    k.add_argument("--epsilon", type=float, required=True)
-    k.add_argument("--delta", type=float, required=True)
+    k.add_argument("--epsilon", type=_num, required=True, help="epsilon of the Laplace test and release, > 0")
+    k.add_argument("--delta", type=_num, required=True, help="failure probability delta in (0, 1)")
 
     pp = ps.add_parser("pate-params", help="Alg-4 parameters and the exact GNSS test cost")
-    pp.add_argument("--test-epsilon", type=float, required=True)
-    pp.add_argument("--delta", type=float, required=True)
+    pp.add_argument("--test-epsilon", type=_num, required=True, help="epsilon budget of the GNSS test, > 0")
+    pp.add_argument("--delta", type=_num, required=True, help="delta in (0, 1)")
 
     pa = ps.add_parser("pate", help="run PATE with generalized PTR on a vote file (.npy, .json or .csv)")
-    pa.add_argument("--votes", required=True)
-    pa.add_argument("--sigma1", type=float, required=True, help="GNMax noise standard deviation")
-    pa.add_argument("--test-epsilon", type=float, required=True)
-    pa.add_argument("--budget-epsilon", type=float, required=True,
+    pa.add_argument("--votes", required=True, metavar="FILE",
+                    help="teacher vote histograms: .npy, .json ({'votes': [[...], ...]} or a list) or .csv")
+    pa.add_argument("--sigma1", type=_num, required=True, help="GNMax noise standard deviation")
+    pa.add_argument("--test-epsilon", type=_num, required=True, help="epsilon budget of the GNSS test, > 0")
+    pa.add_argument("--budget-epsilon", type=_num, required=True,
                     help="eps': release iff eps_sigma1 <= eps'")
-    pa.add_argument("--delta", type=float, required=True)
-    pa.add_argument("--num-teachers", type=int)
-    pa.add_argument("--seed", type=int)
-    pa.add_argument("--conversion", choices=["classic", "improved"], default="classic")
+    pa.add_argument("--delta", type=_num, required=True, help="delta in (0, 1)")
+    pa.add_argument("--num-teachers", type=_int, help="number of teachers (default: the largest vote total)")
+    pa.add_argument("--seed", type=_int, help="random seed (default: fresh randomness)")
+    pa.add_argument("--conversion", choices=["classic", "improved"], default="classic",
+                    help="RDP-to-DP conversion rule (default classic)")
     pa.add_argument("--labels-out", help="write the released labels to this JSON file")
 
     s = ps.add_parser("select-budget", help="per-call budget of PTR with random-stopping selection")
-    s.add_argument("--epsilon-total", type=float, required=True)
-    s.add_argument("--delta-total", type=float, required=True)
-    s.add_argument("--stop-prob", type=float, required=True)
-    s.add_argument("--delta2", type=float, required=True)
+    s.add_argument("--epsilon-total", type=_num, required=True, help="total epsilon budget, > 0")
+    s.add_argument("--delta-total", type=_num, required=True, help="total delta budget in (0, 1)")
+    s.add_argument("--stop-prob", type=_num, required=True, help="stopping probability gamma in (0, 1)")
+    s.add_argument("--delta2", type=_num, required=True, help="delta_2 of the hard stop, in (0, 1)")
 
     for q in (c, k, pp, pa, s):
         q.add_argument("--json", action="store_true", help="machine-readable output")

@@ -27,9 +27,13 @@ class Ledger:
     def add(self, mechanism: Mechanism, times: int = 1) -> None:
         if not isinstance(mechanism, Mechanism):
             raise TypeError(f"mechanism must be a mechanisms.Mechanism, got {type(mechanism).__name__}")
-        times = V.integer("times", times, low=0)
+        times = V.count("times", times)
         if times:
-            self._counts[mechanism] = self._counts.get(mechanism, 0) + times
+            total = self._counts.get(mechanism, 0) + times
+            if total > V.MAX_COUNT:
+                raise ValueError(f"the count of {mechanism.describe()} would reach {total}; a ledger entry "
+                                 f"must stay in [0, 10^18]")
+            self._counts[mechanism] = total
 
     def items(self) -> list[tuple[Mechanism, int]]:
         return list(self._counts.items())
@@ -110,7 +114,13 @@ class Ledger:
         for i, entry in enumerate(data):
             if not isinstance(entry, dict) or set(entry) != {"mechanism", "count"}:
                 raise ValueError(f"ledger entry {i} must have keys 'mechanism' and 'count'")
-            out.add(from_dict(entry["mechanism"]), V.integer(f"ledger[{i}].count", entry["count"], low=0))
+            k = entry["count"]
+            if isinstance(k, bool) or not isinstance(k, int):  # JSON: "100", 2.5, null, 1e400 are not counts
+                raise ValueError(f"ledger[{i}].count must be an integer in [0, 10^18], got {k!r}")
+            try:
+                out.add(from_dict(entry["mechanism"]), V.count(f"ledger[{i}].count", k))
+            except TypeError as exc:  # a malformed mechanism entry: the file is unusable, not a bug
+                raise ValueError(f"ledger entry {i}: {exc}") from None
         return out
 
     def summary(self) -> list[str]:

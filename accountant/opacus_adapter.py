@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from mechanisms import _validate as V
+
 from .privacy_accountant import PrivacyAccountant
 
 
@@ -58,17 +60,31 @@ class DPCertAccountant:
         return out
 
     def load_state_dict(self, state_dict: dict) -> None:
+        """Replace the history with ``state_dict["history"]``.
+
+        All or nothing: every row is validated (and the new ledger built) before anything is replaced,
+        so a bad row leaves this accountant exactly as it was (ValueError/TypeError naming the row).
+        """
         if not isinstance(state_dict, dict) or "history" not in state_dict:
             raise ValueError("state_dict must contain 'history'")
-        self._acct = PrivacyAccountant()
-        self.history = []
-        for entry in state_dict["history"]:
+        rows = state_dict["history"]
+        if not isinstance(rows, (list, tuple)):
+            raise TypeError(f"state_dict['history'] must be a list of (noise_multiplier, sample_rate, "
+                            f"steps), got {type(rows).__name__}")
+        acct = PrivacyAccountant()
+        history: list[tuple[float, float, int]] = []
+        for i, entry in enumerate(rows):
             if not isinstance(entry, (list, tuple)) or len(entry) != 3:
-                raise ValueError(f"bad history entry {entry!r}: "
+                raise ValueError(f"bad history entry {i} {entry!r}: "
                                  "expected (noise_multiplier, sample_rate, steps)")
             nm, sr, n = entry
-            self._acct.step(sigma=nm, sample_rate=sr, steps=n)
-            self.history.append((nm, sr, int(n)))
+            try:
+                n = V.count(f"history[{i}] steps", n)
+                acct.step(sigma=nm, sample_rate=sr, steps=n)
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"bad history entry {i} {entry!r}: {exc}") from None
+            history.append((nm, sr, n))
+        self._acct, self.history = acct, history
 
     @property
     def accountant(self) -> PrivacyAccountant:

@@ -264,10 +264,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", "-T", type=int, help="DP-SGD steps")
     p.add_argument("--delta", type=float, default=1e-5, help="delta for epsilon plots (default 1e-5)")
     p.add_argument("--out", default="plots", help="output directory (default ./plots)")
-    p.add_argument("--formats", nargs="+", default=["png", "svg"], choices=["png", "svg", "pdf"])
-    p.add_argument("--kinds", nargs="+", default=list(KINDS), choices=list(KINDS))
+    p.add_argument("--formats", nargs="+", default=["png", "svg"], choices=["png", "svg", "pdf"],
+                   help="image formats (default png svg)")
+    p.add_argument("--kinds", nargs="+", default=list(KINDS), choices=list(KINDS),
+                   help="which plots (default all)")
     p.add_argument("--points", type=int, default=12, help="points per curve (default 12)")
-    p.add_argument("--relation", default="add_remove", choices=["add_remove", "replace_one"])
+    p.add_argument("--relation", default="add_remove", choices=["add_remove", "replace_one"],
+                   help="neighbouring relation (default add_remove)")
 
 
 def cli_main(args: argparse.Namespace, extra: list[str]) -> int:

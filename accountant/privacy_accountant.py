@@ -39,6 +39,14 @@ _ALLOWANCE_ORDERS = np.concatenate([1.0 + np.geomspace(1e-3, 0.9, 12), np.arange
                                     np.array([80.0, 96.0, 128.0, 192.0, 256.0])])
 
 
+class VacuousBoundWarning(UserWarning):
+    """A certificate is trivial (epsilon = inf or delta = 1) because a mechanism has no finite bound."""
+
+
+class NumericalRangeError(ValueError, FloatingPointError):
+    """A query whose computation leaves the float range (extreme parameters): no certificate is given."""
+
+
 class BudgetExceeded(RuntimeError):
     """Raised when a composition would exceed the accountant's privacy budget (nothing is recorded)."""
 
@@ -115,7 +123,7 @@ class PrivacyAccountant:
         """
         if not isinstance(mechanism, Mechanism):
             raise TypeError(f"mechanism must be a mechanisms.Mechanism, got {type(mechanism).__name__}")
-        times = V.integer("times", times, low=0)
+        times = V.count("times", times)
         if self.relation not in mechanism.relations:
             raise ValueError(f"{mechanism.describe()} is not defined under the {self.relation!r} relation "
                              f"(supported: {mechanism.relations})")
@@ -243,15 +251,16 @@ class PrivacyAccountant:
             sigma = noise_multiplier
         if sigma is None or sample_rate is None:
             raise TypeError("step() needs sigma (or noise_multiplier) and sample_rate")
+        steps = V.count("steps", steps)
         key = (sigma, sample_rate, sensitivity)
         if self._last_step is not None and self._last_step[0] == key:
-            if isinstance(steps, int) and not isinstance(steps, bool) and steps >= 0:
-                mech = self._last_step[1]
-                if self.budget is not None and steps:
+            mech = self._last_step[1]
+            if steps:
+                if self.budget is not None:
                     self._check_budget(mech, steps)  # O(1) within the certified allowance
-                self._ledger._counts[mech] += steps
+                self._ledger.add(mech, steps)  # checks the entry's total against the count limit
                 self._after_add(mech, steps)
-                return self
+            return self
         from mechanisms.subsampled import SubsampledGaussian
 
         mech = SubsampledGaussian(sigma=sigma, sample_rate=sample_rate, sensitivity=sensitivity)
@@ -300,7 +309,19 @@ class PrivacyAccountant:
         if method != "auto":
             if not self._ledger:
                 return method, routes.empty_ledger_bracket(query, value), {}
-            return method, run(self._route_by_name(method)), {}
+            chosen = run(self._route_by_name(method))
+            if not compare:
+                return method, chosen, {}
+            # compare with a fixed method: every applicable route is evaluated and listed, the
+            # certificate stays the requested method's
+            cands = {method: chosen.upper}
+            for route in routes.applicable(self._ledger):
+                if route.name not in cands and route.name not in routes.AUTO_EXCLUDED:
+                    try:
+                        cands[route.name] = run(route).upper
+                    except (routes.RouteUnavailable, ValueError, ArithmeticError):
+                        continue
+            return method, chosen, cands
         ctx.work_limit = AUTO_WORK_LIMIT  # auto has other routes to fall back on: a tighter limit
         results: dict[str, Bracket] = {}
         skipped: list[str] = []
@@ -385,21 +406,53 @@ class PrivacyAccountant:
         """
         if (delta is None) == (epsilon is None):
             raise ValueError("give exactly one of delta= or epsilon=")
+        if not isinstance(compare, bool):
+            raise TypeError(f"compare must be True or False, got {compare!r}")
         if delta is not None:
             delta = V.delta(delta)
-            name, r, cands = self._select(method, "epsilon", delta, compare)
+            name, r, cands = self._guarded(method, "epsilon", delta, compare)
             _warn(r)
             return Certificate(epsilon=r.upper, delta=delta, method=name, error=r.error,
                                lower_bound=r.lower, bound=r.kind, relation=self.relation,
                                query="epsilon", ledger=tuple(self._ledger.summary()), candidates=cands,
-                               details=r.details)
+                               details=self._explain(r.details, not math.isfinite(r.upper), "epsilon = inf"))
         epsilon = V.epsilon(epsilon)
-        name, r, cands = self._select(method, "delta", epsilon, compare)
+        name, r, cands = self._guarded(method, "delta", epsilon, compare)
         _warn(r)
         return Certificate(epsilon=epsilon, delta=r.upper, method=name,
                            error=max(r.upper - r.estimate, 0.0), lower_bound=r.lower, bound=r.kind,
                            relation=self.relation, query="delta", ledger=tuple(self._ledger.summary()),
-                           candidates=cands, details=r.details)
+                           candidates=cands, details=self._explain(r.details, r.upper >= 1.0, "delta = 1"))
+
+    def _guarded(self, method: str, query: str, value: float, compare: bool):
+        """:meth:`_select`, with float-range failures (overflow, division by zero, NaN stops) turned into
+        :class:`NumericalRangeError` (a ValueError naming the query and the ledger)."""
+        try:
+            return self._select(method, query, value, compare)
+        except (OverflowError, ZeroDivisionError, FloatingPointError) as exc:
+            if isinstance(exc, NumericalRangeError):
+                raise
+            raise NumericalRangeError(
+                f"cannot certify {query} at {'delta' if query == 'epsilon' else 'epsilon'}={value!r} for "
+                f"[{'; '.join(self._ledger.summary())}]: the computation left the "
+                f"float range ({type(exc).__name__}: {exc}); the parameters or the query value are too "
+                "extreme") from exc
+
+    def _explain(self, details: dict, trivial: bool, what: str) -> dict:
+        """Add ``details["trivial_bound_reason"]`` (and warn) when the certificate is vacuous because a
+        ledger entry has no finite bound, naming the entry and the condition it fails."""
+        if not trivial:
+            return details
+        reasons = []
+        for m, _ in self._ledger:
+            why = m.unbounded_reason()
+            if why:
+                reasons.append(f"{m.describe()}: {why}")
+        if not reasons:
+            return details
+        msg = f"vacuous certificate ({what}): " + "; ".join(reasons)
+        warnings.warn(msg, VacuousBoundWarning, stacklevel=3)
+        return {**details, "trivial_bound_reason": "; ".join(reasons)}
 
     # ------------------------------------------------------------------ persistence
     def to_state(self) -> dict:
@@ -414,14 +467,27 @@ class PrivacyAccountant:
 
     @classmethod
     def from_state(cls, doc: dict) -> PrivacyAccountant:
-        budget = doc.get("budget")
-        if budget is not None:
-            if not isinstance(budget, dict) or set(budget) != {"epsilon", "delta"}:
-                raise ValueError("state 'budget' must be null or {'epsilon', 'delta'}")
-            budget = PrivacyBudget(budget["epsilon"], budget["delta"])
-        acct = cls(relation=doc.get("relation", "add_remove"), rtol=doc.get("rtol", contour.DEFAULT_RTOL),
-                   budget=budget)
-        acct._ledger = Ledger.from_list(doc.get("ledger", []))
+        """Rebuild from :meth:`to_state`; ``ValueError`` (naming the field) for any malformed field.
+
+        Everything is validated before the accountant is returned; nothing is shared with ``doc``.
+        """
+        if not isinstance(doc, dict):
+            raise ValueError(f"state must be a JSON object, got {type(doc).__name__}")
+        try:
+            budget = doc.get("budget")
+            if budget is not None:
+                if not isinstance(budget, dict) or set(budget) != {"epsilon", "delta"}:
+                    raise ValueError("state 'budget' must be null or {'epsilon', 'delta'}")
+                budget = PrivacyBudget(budget["epsilon"], budget["delta"])
+            relation = doc.get("relation", "add_remove")
+            if not isinstance(relation, str):
+                raise ValueError(f"state 'relation' must be one of {RELATIONS}, got {relation!r}")
+            acct = cls(relation=relation, rtol=doc.get("rtol", contour.DEFAULT_RTOL), budget=budget)
+            acct._ledger = Ledger.from_list(doc.get("ledger", []))
+        except TypeError as exc:  # a field of the wrong JSON type: the state is unusable
+            raise ValueError(f"invalid state: {exc}") from None
+        except RecursionError:
+            raise ValueError("invalid state: mechanisms nested too deeply") from None
         for m, _ in acct._ledger:
             if acct.relation not in m.relations:
                 raise ValueError(f"{m.describe()} is not defined under relation {acct.relation!r}")

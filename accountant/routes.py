@@ -340,5 +340,5 @@ def empty_ledger_bracket(query: str, value: float) -> Bracket:
     """Nothing composed: epsilon(delta) = 0 and delta(epsilon) = max(0, 1 - e^eps) (identical outputs)."""
     if query == "epsilon":
         return Bracket(0.0, 0.0, 0.0, "exact")
-    d = max(0.0, -math.expm1(value))
+    d = -math.expm1(value) if value < 0 else 0.0  # (no overflow for large epsilon)
     return Bracket(d, d, d, "exact")

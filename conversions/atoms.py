@@ -212,6 +212,8 @@ def _binomial_power(a: Atoms, k: int, log_fact: np.ndarray | None) -> Atoms | No
                 else:
                     hi = mid - 1
             hi_j = min(lo + 1, k)
+    if hi_j - lo_j + 1 > MAX_ATOMS:
+        return None  # too many atoms to enumerate (huge k): they stay in the contour's integrand
     ji = np.arange(lo_j, hi_j + 1)
     j = ji.astype(float)
     logc, logc_err = log_binomial_coefficients(k, ji)

@@ -104,7 +104,11 @@ def _minimise(obj: Callable[[np.ndarray], np.ndarray], orders: np.ndarray) -> tu
     return best, best_a
 
 
-def _orders_for(rdp_fn, obj_factory, alpha_max: float) -> tuple[float, float]:
+_TINY = math.nextafter(0.0, 1.0)
+_LOG_TINY = math.log(_TINY)
+
+
+def _orders_for(rdp_fn, obj_factory, alpha_max: float, stop_below: float = -math.inf) -> tuple[float, float]:
     """Minimise with a grid that grows (x10) while the optimum sits in its upper half (spec 01 R2).
 
     Both objectives are quasi-convex in alpha for a convex composed K (spec 01 R2), so a grid optimum
@@ -123,7 +127,8 @@ def _orders_for(rdp_fn, obj_factory, alpha_max: float) -> tuple[float, float]:
         vals = np.asarray(obj_factory(orders, rdp), dtype=float)
         vals = np.where(np.isnan(vals), np.inf, vals)
         i = int(np.argmin(vals))
-        if orders[i] < 0.5 * orders[-1] or am >= 1e8 or not math.isfinite(float(vals[i])):
+        if (orders[i] < 0.5 * orders[-1] or am >= 1e8 or not math.isfinite(float(vals[i]))
+                or vals[i] < stop_below):
             return _minimise(obj, orders)
         am *= 10.0
 
@@ -164,7 +169,10 @@ def delta_from_rdp(rdp_fn: Callable[[np.ndarray], np.ndarray], eps: float, *, pu
     if pure_eps <= eps:
         d_rdp, arg = 0.0, math.inf
     else:
-        lval, arg = _orders_for(rdp_fn, lambda a, r: _log_delta_objective(a, r, eps, rule), alpha_max)
+        # below log(5e-324) - 5 the bound rounds to the smallest subnormal whatever larger orders give,
+        # so the grid stops growing there (larger orders cost O(alpha) each for numerical curves)
+        lval, arg = _orders_for(rdp_fn, lambda a, r: _log_delta_objective(a, r, eps, rule), alpha_max,
+                                stop_below=_LOG_TINY - 5.0)
         # floating point: (alpha - 1)(eps(alpha) - eps) cancels when eps(alpha) ~ eps at large alpha, so
         # the margin is a few ulps of the summands' size (not of lval), on top of the relative one
         lerr = SAFETY_REL * (1.0 + abs(lval))

@@ -49,9 +49,30 @@ def integer(name: str, value, *, low: int = 0, high: int | None = None) -> int:
             raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
     v = int(value)
     if v < low or (high is not None and v > high):
-        rng = f"[{low}, {high}]" if high is not None else f">= {low}"
-        raise ValueError(f"{name} must be an integer {rng}, got {v}")
+        hi = "10^18" if high == MAX_COUNT else high
+        rng = f"in [{low}, {hi}]" if high is not None else f">= {low}"
+        raise ValueError(f"{name} must be an integer {rng}, got {_fmt_int(v)}")
     return v
+
+
+def _fmt_int(v: int) -> str:
+    """``v`` in full if short, else ~10^k (no float overflow, no int-to-str digit limit)."""
+    if abs(v) < 10**15:
+        return str(v)
+    return f"{'-' if v < 0 else ''}~1e{math.log10(abs(v)):.0f}"
+
+
+# Largest composition count accepted anywhere (one ledger entry, DP-SGD steps, ...).  Extreme counts
+# (10^15 steps) are valid inputs: every route does bounded work and answers with a valid bound; beyond
+# 10^18 a count is almost surely a unit mistake (and near 2^63 integer arithmetic would overflow).
+MAX_COUNT = 10**18
+
+
+def count(name: str, value) -> int:
+    """A composition count: an integer in [0, MAX_COUNT] (10^18); integral floats are accepted."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{name} must be an integer in [0, 10^18], got {value!r}")
+    return integer(name, value, low=0, high=MAX_COUNT)
 
 
 def alphas(alpha, *, name: str = "alpha") -> np.ndarray:

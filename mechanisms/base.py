@@ -90,6 +90,22 @@ class Mechanism:
         """
         return None
 
+    def unbounded_reason(self) -> str | None:
+        """Why this mechanism admits no finite (epsilon, delta) bound, or None if it has one.
+
+        Used to explain a vacuous certificate (epsilon = inf).  The default checks the RDP curve on a
+        grid of orders; subclasses name the parameter condition that fails.
+        """
+        if self.pld_available or math.isfinite(self.pure_epsilon) or self.infinite_loss_mass >= 1.0:
+            return None
+        try:
+            vals = np.asarray(self.rdp(np.geomspace(1.0 + 1e-6, 1e6, 64)), dtype=float)
+        except Exception:  # noqa: BLE001 - a mechanism without an RDP curve: nothing to explain here
+            return None
+        if np.isfinite(vals).any():
+            return None
+        return "its RDP curve is infinite at every order alpha > 1 and it is not pure DP"
+
     # ------------------------------------------------------------------ PLD / characteristic function
     @property
     def max_mgf_order(self) -> float:

@@ -145,6 +145,15 @@ def _gnss_exact_kernel(lams, beta, sigma, ngrid, iters):  # pragma: no cover - c
     return out
 
 
+def _beta_reason(beta: float) -> str | None:
+    """The failing condition when beta >= 1/2 (no Renyi order > 1 with alpha * beta < 1/2)."""
+    if beta < 0.5:
+        return None
+    return (f"GNSS RDP is bounded only for orders 1 < alpha < 1/(2 beta) = {1 / (2 * beta):.4g} "
+            f"(alpha * beta < 1/2, Papernot et al. 2018 Thm 23; spec 04 P-5), and beta = {beta:g} >= 1/2 "
+            "leaves no such order: use beta < 1/2")
+
+
 def _check_beta_sigma(beta, sigma, sigma_name: str = "sigma") -> tuple[float, float]:
     return V.positive("beta", beta), V.positive(sigma_name, sigma)
 
@@ -233,6 +242,9 @@ class GNSS(Mechanism):
         """Papernot et al. Thm 23 as printed (comparison only; see module docstring)."""
         return gnss_rdp_thm23(alpha, self.beta, self.sigma)
 
+    def unbounded_reason(self) -> str | None:
+        return _beta_reason(self.beta)
+
 
 @dataclass(frozen=True)
 class GNSSRelease:
@@ -298,6 +310,9 @@ class GNSSUpperBound(Mechanism):
         a = V.alphas(alpha)
         core = GNSS(sigma=self.sigma_s, beta=self.beta).rdp(a)
         return core + a / (2.0 * self.sigma_2**2)
+
+    def unbounded_reason(self) -> str | None:
+        return _beta_reason(self.beta)
 
     def lemma55_rdp(self, alpha) -> np.ndarray:
         """Lemma 5.5's printed value (3 l + 2)/(2 sigma_s^2) (cross-check only, needs sigma_2 = sigma_s)."""

@@ -275,12 +275,20 @@ class SubsampledGaussian(Mechanism):
         add = direction == "add"
         dx = min(0.004, 0.04 / mu)
         log_mc, tv_norm, v_fine, *scale_and_range = sg_envelope_constants(c, q, mu, add, dx, 1 << 14)
+        if not math.isfinite(tv_norm):
+            # the loss density's total variation overflowed (tiny sigma: the density in the loss variable
+            # exceeds e^700 near log(1 - q)); keep only the trivial bound |M(c + it)| <= M(c)
+            return lambda t: log_mc
+        if not math.isfinite(v_fine):
+            v_fine = 0.0  # V >= 0 always holds (a smaller V only weakens the bound)
         tv_norm *= 1.1
         t_max = 2.0 * tv_norm / 1.1
         hist = sg_loss_histogram(c, q, mu, add, dx, 1 << 13, *scale_and_range)
         edges, v_band = _curvature_bands(*hist, t_max)
         v_band = 0.9 * np.maximum(v_band, v_fine)
-        near_at = np.sqrt(np.maximum(0.0, 1.0 - 2.0 * np.r_[0.0, edges[:-1]] ** 2 * v_band / math.pi**2))
+        with np.errstate(over="ignore", invalid="ignore"):  # t^2 V beyond float range: near bound 0
+            curv = np.where(v_band > 0.0, np.r_[0.0, edges[:-1]] ** 2 * v_band, 0.0)
+        near_at = np.sqrt(np.maximum(0.0, 1.0 - 2.0 * curv / math.pi**2))
         # suffix maxima of the bands' left-end values (the sup of near over t' >= the band's start)
         suffix = np.maximum.accumulate(near_at[::-1])[::-1]
         far_cap = tv_norm / t_max
