@@ -16,3 +16,14 @@ def test_quick_start_runs(tmp_path, monkeypatch, capsys):
     assert cert.lower_bound <= cert.epsilon == acct.epsilon(delta=1e-5)
     assert 1.0 < sigma < 3.0
     assert "DP under add/remove" in capsys.readouterr().out
+
+
+def test_sample_output_is_what_the_command_prints(capsys):
+    """The README's sample certificate is the real output of the command it shows (no drift)."""
+    from accountant.cli import main
+
+    block = re.search(r"```\n\$ dpcert dpsgd (.*?)\n(.*?)```", README.read_text(), re.S)
+    args, shown = block.group(1).split(), " ".join(block.group(2).split())
+    assert main(["dpsgd", *args]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert printed == shown
