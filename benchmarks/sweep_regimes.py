@@ -1,6 +1,6 @@
 """The regimes sweep: DP-SGD certificates over q x sigma x T x delta, with dp-accounting side by side.
 
-``python -m benchmarks.sweep_regimes [--quick] [--no-peers] [--peer-timeout S] [--out DIR]``
+``python -m benchmarks.sweep_regimes [--quick] [--every K] [--no-peers] [--peer-timeout S] [--out DIR]``
 
 For each setting (Poisson-subsampled Gaussian, add/remove, ``method="auto"``) it records the certified
 epsilon, the certified lower bound, the bracket width, the route auto chose and the warm query time
@@ -109,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="4 values of T per chain instead of 8")
     p.add_argument("--no-peers", action="store_true", help="dpcert only")
     p.add_argument("--peer-timeout", type=float, default=60.0, help="seconds per dp-accounting query")
+    p.add_argument("--every", type=int, default=1, help="run every K-th setting only (a quick subset)")
     p.add_argument("--out", default=str(ROOT / "results"), help="output directory")
     args = p.parse_args(argv)
     peers = not args.no_peers
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             print("dp-accounting is not installed: dpcert only (pip install dp-accounting)", file=sys.stderr)
             peers = False
     rows = []
-    todo = settings(args.quick)
+    todo = settings(args.quick)[::max(1, args.every)]
     for i, (chain, q, s, t, d) in enumerate(todo):
         row = {"chain": chain, "q": q, "sigma": s, "T": t, "delta": d, **_dpcert(q, s, t, d)}
         if peers:
