@@ -291,9 +291,12 @@ class PrivacyAccountant:
                 compare: bool = False) -> tuple[str, Bracket, dict]:
         """Evaluate ``method`` (or, for "auto", the applicable routes) and pick the smallest bound.
 
-        "auto" tries the routes tightest first (exact, cf, rdp) and stops once the best bound is
-        within ``AUTO_SKIP_RTOL`` of the best certified lower bound (every valid bound is at least
-        that lower bound, so no later route can do better by more); ``compare=True`` evaluates all.
+        "auto" walks :data:`accountant.routes.ROUTES` (exact, cf, pld, rdp) and stops once the best
+        bound is within ``AUTO_SKIP_RTOL`` of the best certified lower bound (every valid bound is at
+        least that lower bound, so no later route can do better by more).  A numerical route whose plan
+        predicts a slow, wide answer defers to the next one and is re-run (with bounded work) only if the
+        bracket is then still wider than ``DEFER_RTOL``; a route that fails on the query leaves it to
+        the others (both noted in ``details["route_notes"]``).  ``compare=True`` evaluates all.
         """
         valid = routes.methods()
         if method not in valid:
@@ -399,7 +402,8 @@ class PrivacyAccountant:
 
         ``method="auto"`` returns the smallest certified bound over the valid routes, naming the
         winner; the bounds of the routes it evaluated are listed in ``candidates``.  Routes are tried
-        tightest first (exact closed form, then characteristic function, then RDP); a route is skipped
+        tightest first (exact closed form, characteristic function, discretised PLD, RDP; see
+        :meth:`_select` for deferral and failures); a route is skipped
         only when the best bound so far is within ``AUTO_SKIP_RTOL`` (1e-6, relative) of a certified
         lower bound on the true value, which no valid bound can undercut (the skipped routes are
         named in ``details["skipped_routes"]``).  ``compare=True`` evaluates every valid route.
