@@ -19,7 +19,6 @@ lower bound among the routes it evaluated.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -317,9 +316,6 @@ def applicable(ledger: Ledger) -> list[Route]:
         if r.name not in out and r.applies(ledger):
             out[r.name] = r
     return list(out.values())
-
-
-QueryFn = Callable[[Route], Bracket]
 
 
 def statistic_lower(ledger: Ledger, query: str, value: float) -> float | None:
