@@ -199,6 +199,11 @@ def _probe_range(mech: Mechanism, direction: str, theta_ref: float, tgt_lo: floa
     bad = np.nonzero(tilted[: j_lo + 1] > math.log(tgt_lo))[0]
     if bad.size:
         j_lo = max(int(bad[0]) - 1, 0)
+    # at a large theta_ref the tilted law can sit far above the bulk of P (e.g. Poisson-subsampled
+    # losses at small q: P concentrates near log(1 - q) while the tilted mass lives in the far tail);
+    # keep the bulk on the finite cells (lo below the median) so cells 1.. carry mass
+    j_med = int(np.searchsorted(cdf, 0.5, side="left"))  # first edge with P(L <= e_j) >= 1/2
+    j_lo = min(j_lo, max(j_med - 1, 0))
     j_hi = int(np.searchsorted(-sf, -tgt_hi, side="left"))  # first j with sf <= tgt_hi
     j_hi = min(max(j_hi, j_lo + 1), edges.size - 1)
     return float(edges[j_lo]), float(edges[j_hi])

@@ -708,3 +708,25 @@ def test_mean_rounding_dp_sgd_spec_row_and_contour():
         assert max(b.lower, c.lower) <= min(b.upper, c.upper), (b.lower, b.upper, c.lower, c.upper)
         if direction == "remove":
             assert b.lower - 1e-6 <= 1.515362 <= b.upper + 1e-6
+
+
+@pytest.mark.parametrize("sigma,q,k,delta", [(2.0, 1e-4, 100, 1e-5), (1.0, 1e-4, 1000, 1e-5),
+                                             (1.0, 1e-5, 100, 1e-8)])
+def test_dp_sgd_small_sample_rate_bracket_against_independent_bounds(sigma, q, k, delta):
+    """Regression: at small q the tilt of pass 2 put the grid's lower cut above the bulk of P (near
+    log(1 - q)), leaving all finite mass in cell 0 ("no mass on the finite cells").  The bracket must be
+    finite and consistent with two independent certified bounds: the characteristic-function upper
+    bound of the accountant (both directions) and the hypothesis-test lower bounds of
+    ``conversions.lower_bounds`` (per direction): lower_bounds <= pld.upper, pld.lower <= cf."""
+    from accountant import PrivacyAccountant
+    from conversions.lower_bounds import epsilon_lower
+
+    ents = [(SubsampledGaussian(sigma=sigma, sample_rate=q), k)]
+    cf = PrivacyAccountant().step(sigma=sigma, sample_rate=q, steps=k).certificate(delta=delta, method="cf")
+    for direction in ("remove", "add"):
+        b = pld.pld_epsilon_bounds(ents, delta, direction, 1e-3)
+        assert math.isfinite(b.upper) and 0.0 < b.lower <= b.upper
+        assert b.lower <= cf.epsilon
+        assert epsilon_lower(ents, delta, direction) <= b.upper
+        assert b.upper - b.lower <= 0.3 * b.upper  # reasonably tight (the cf bound is ~50x looser here)
+        assert b.upper <= cf.epsilon
