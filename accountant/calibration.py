@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from mechanisms import _validate as V
 
+from ._search import largest_count
 from .privacy_accountant import PrivacyAccountant
 
 
@@ -110,7 +111,8 @@ def calibrate_sigma(target_epsilon: float, delta: float, sample_rate: float, ste
 def max_steps(target_epsilon: float, delta: float, sigma: float, sample_rate: float, *,
               method: str | None = None, limit: int = 10**9,
               progress: bool | Callable[[str], None] = False) -> Calibration:
-    """Largest number of DP-SGD steps whose certified epsilon is <= ``target_epsilon`` (0 if none)."""
+    """Largest number of DP-SGD steps (at most ``limit``) whose certified epsilon is <= ``target_epsilon``
+    (0 if none)."""
     target = V.real("target_epsilon", target_epsilon, low=0.0, low_open=True)
     delta = V.delta(delta)
     sigma = V.positive("sigma", sigma)
@@ -127,21 +129,10 @@ def max_steps(target_epsilon: float, delta: float, sigma: float, sample_rate: fl
             show(f"  [{evals}] steps={t} epsilon={e:.8g} ({method})")
         return e <= target
 
-    if not ok(1):
+    n = largest_count(ok, limit)
+    if n == 0:
         return Calibration("steps", 0, math.inf, target, delta, evals)
-    lo, hi = 1, 2
-    while ok(hi):
-        lo, hi = hi, hi * 2
-        if hi > limit:
-            eps = _dpsgd_eps(sigma, q, limit, delta, method)
-            return Calibration("steps", limit, eps, target, delta, evals)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
-    return Calibration("steps", lo, _dpsgd_eps(sigma, q, lo, delta, method), target, delta, evals + 1)
+    return Calibration("steps", n, _dpsgd_eps(sigma, q, n, delta, method), target, delta, evals + 1)
 
 
 def max_sample_rate(target_epsilon: float, delta: float, sigma: float, steps: int, *,

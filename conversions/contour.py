@@ -323,17 +323,15 @@ class ComposedPLD:
         for j, (m, _) in enumerate(self.entries):
             if log_c is not None and log_a is not None and j in log_c and s.ndim == 1:
                 out.append(complex_logaddexp(log_a[j], log_c[j]))
-            elif s.ndim == 1 and s.size > _EVAL_CHUNK:
-                parts = []
-                for i in range(0, s.size, _EVAL_CHUNK):
-                    chunk = s[i:i + _EVAL_CHUNK]
+            else:
+                # in chunks, so the per-query meter is checked between mechanism calls
+                flat, parts = s.ravel(), []
+                for i in range(0, flat.size, _EVAL_CHUNK):
+                    chunk = flat[i:i + _EVAL_CHUNK]
                     self._charge(chunk.size * m.mgf_cost(float(np.max(np.abs(chunk.imag)))))
                     parts.append(np.asarray(m.log_mgf(chunk, self.direction), dtype=complex))
-                out.append(np.concatenate(parts))
-            else:
-                if s.size:
-                    self._charge(s.size * m.mgf_cost(float(np.max(np.abs(s.imag)))))
-                out.append(np.asarray(m.log_mgf(s, self.direction), dtype=complex))
+                out.append(np.concatenate(parts).reshape(s.shape) if parts
+                           else np.empty(s.shape, dtype=complex))
         return out
 
     def log_mgf(self, s: np.ndarray, log_a: list[np.ndarray] | None = None,

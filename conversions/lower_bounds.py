@@ -392,17 +392,24 @@ def _max_epsilon_lower(stat: _MaxStatistic, delta: float) -> float:
         a_set = stat.positive_set(e)
         if not a_set:
             continue
-        p_lo, q_hi = stat.set_bounds(a_set)
-        if p_lo <= delta or q_hi <= 0.0:
-            continue
-        num = (p_lo - delta) * (1.0 - 4 * _U)
-        cand = math.log(num) - math.log(q_hi)
-        cand -= 8 * _U * (abs(math.log(num)) + abs(math.log(q_hi))) + 1e-300
-        if cand > best:
-            # verification with the certified masses of the same set at the returned eps
-            if (p_lo - math.exp(cand) * (1.0 + 4 * _U) * q_hi * (1.0 + 4 * _U)) * (1.0 - 2 * _U) >= delta:
-                best = cand
+        cand = _certified_eps(*stat.set_bounds(a_set), delta)
+        if cand is not None and cand > best:
+            best = cand
     return best
+
+
+def _certified_eps(p_lo: float, q_hi: float, delta: float) -> float | None:
+    """The eps with P(A) - e^eps Q(A) = delta for a set A with certified masses P(A) >= p_lo and
+    Q(A) <= q_hi, rounded down and verified with the same bounds (so delta_true(eps) >= delta); None if
+    the set certifies nothing."""
+    if p_lo <= delta or q_hi <= 0.0:
+        return None
+    num = (p_lo - delta) * (1.0 - 4 * _U)
+    cand = math.log(num) - math.log(q_hi)
+    cand -= 8 * _U * (abs(math.log(num)) + abs(math.log(q_hi))) + 1e-300
+    if (p_lo - math.exp(cand) * (1.0 + 4 * _U) * q_hi * (1.0 + 4 * _U)) * (1.0 - 2 * _U) >= delta:
+        return cand
+    return None
 
 
 # ==================================================================================================
@@ -565,14 +572,8 @@ class _SumStatistic:
                               options={"xatol": 1e-10 * max(1.0, self.sd)})
         best = 0.0
         for m in (float(res.x), float(grid[j])):
-            p_lo, q_hi = self.set_bounds(m)
-            if p_lo <= delta or q_hi <= 0.0:
-                continue
-            num = (p_lo - delta) * (1.0 - 4 * _U)
-            cand = math.log(num) - math.log(q_hi)
-            cand -= 8 * _U * (abs(math.log(num)) + abs(math.log(q_hi))) + 1e-300
-            if cand > best and (p_lo - math.exp(cand) * (1.0 + 4 * _U) * q_hi * (1.0 + 4 * _U)) \
-                    * (1.0 - 2 * _U) >= delta:
+            cand = _certified_eps(*self.set_bounds(m), delta)
+            if cand is not None and cand > best:
                 best = cand
         return best
 

@@ -61,3 +61,21 @@ def test_refusal_records_nothing_and_large_requests_are_checked():
     assert acct.ledger == before
     acct.compose(Laplace(scale=4.0), 1)
     assert acct.epsilon(1e-5) <= 1.0
+
+
+@pytest.mark.parametrize("boundary", [0, 1, 2, 3, 5, 63, 64, 65, 700, 1000, 1023, 1024, 5000])
+@pytest.mark.parametrize("limit", [1, 7, 700, 1024, 3000])
+def test_largest_count_equals_brute_force(boundary, limit):
+    """The shared doubling/bisection search (budget allowance, max_steps) never returns a count that does
+    not fit, also when the limit cuts the doubling short (max_steps used to return the limit unchecked)."""
+    from accountant._search import largest_count
+
+    seen = []
+
+    def fits(n):
+        seen.append(n)
+        return n <= boundary
+
+    got = largest_count(fits, limit)
+    assert got == max((n for n in range(1, limit + 1) if n <= boundary), default=0)
+    assert all(n <= limit for n in seen)
