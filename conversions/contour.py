@@ -839,7 +839,7 @@ def delta_bounds(pld: ComposedPLD, eps: float, rtol: float = DEFAULT_RTOL, *,
         # (never 0: the Chernoff value may underflow while the true delta is positive)
         up = max(min(1.0, (pld.p_inf + math.exp(log_ch)) * (1.0 + 8 * _U64)), _TINY)
         what = "Chernoff"
-    lo = min(max(_floor(eps), pld.p_inf), up)
+    lo = min(max(_floor(eps), pld.p_inf * (1.0 - 8 * _U64)), up)  # (p_inf rounded down)
     return DeltaBounds(eps, up, lo, up, pld.direction,
                        {"work_limit": True, "warning": _LIMIT_WARNING.format(what=what)})
 

@@ -92,3 +92,27 @@ def test_extreme_inputs_answer_with_a_valid_bound(kind):
         else:
             c = _cert(0.01, 1.1, 1000, 1e-300)
             assert math.isfinite(c.epsilon) and c.lower_bound <= c.epsilon
+
+
+@pytest.mark.parametrize("eps", [0.5, 2.0, 6.0])
+def test_work_limit_fallback_brackets_the_truth(eps):
+    """Past its work limit the contour answers with the Chernoff bound: still a bracket around the truth
+    (mu-GDP closed form in mpmath for a composition of Gaussians and an (eps, delta) block)."""
+    import mpmath as mp
+
+    from conversions import contour
+    from mechanisms import ApproxDP, Gaussian
+
+    mp.mp.dps = 40
+    mu, p_inf = math.sqrt(3) / 1.5, 1e-9
+    pld = contour.ComposedPLD([(Gaussian(sigma=1.5), 3), (ApproxDP(epsilon=0.0, delta=p_inf), 1)], "remove")
+    e = mp.mpf(eps)
+    gdp = mp.ncdf(-e / mu + mu / 2) - mp.exp(e) * mp.ncdf(-e / mu - mu / 2)
+    truth = float(p_inf + (1 - p_inf) * gdp)  # the (0, p_inf) block is a p_inf-mixture with identity
+    b = contour.delta_bounds(pld, eps, work_limit=1.0)
+    assert b.details["work_limit"] and "warning" in b.details
+    assert b.lower <= truth <= b.upper
+    d = float(gdp)
+    be = contour.epsilon_bounds(pld, d, work_limit=1.0)
+    assert be.details["work_limit"]
+    assert be.lower <= eps * (1 + 1e-12) and be.upper >= eps * (1 - 1e-12)
