@@ -42,8 +42,9 @@ mu(s) = C e^{-theta s Delta} nu(s), C = prod_j M_j^{k_j}, nu = *_j x_j^{*k_j}.  
 length-N real FFT (x_hat_j^{k_j} elementwise, products over entries): a cyclic convolution, i.e. nu
 folded modulo N onto the window [A, A + N).  Error terms (all added on the safe side):
 * out-of-window ("junk") mass: nu(S not in window) <= Chernoff bounds from the vectors' own exact MGFs
-  (computed on 64-cell blocks with the block's top edge for t > 0 and bottom edge for t < 0, which only
-  increases the bound).  Upper: only the untilted mass above the window is missing (f <= 1);
+  (computed on 64-cell blocks, each bounded by the smaller of its top (t > 0) / bottom (t < 0) edge
+  form and Hoeffding's lemma around the block's mean, which only increases the bound).  Upper: only
+  the untilted mass above the window is missing (f <= 1);
   lower: the folded junk inside the window is subtracted, at most C e^{-theta eps} nu(outside).
 * mechanisms' mass errors: per-cell bounds err_i, tilted: tau_j = sum_i err_i e^{theta y_i} / M_j (a scalar
   err is used as err * max_i e^{theta y_i} / M_j); plus the rounding of the tilt itself.  Hybrid argument
@@ -360,43 +361,68 @@ def _rr_eta(steps, step: float, log_beta: float, upper: bool) -> float:
 
 
 def _blocks(st: _Step, step: float):
-    """64-cell blocks: (masses, bottom y, top y) for rigorous cheap MGF bounds."""
+    """64-cell blocks for rigorous cheap MGF bounds: (masses, bottom y, top y, mean y, h, merr).
+
+    For the block's masses on [a, b] with mean mu, E[e^{c Y}; block] <= M_b min(e^{c top}, e^{c mu +
+    c^2 h}) with h = (b - a)^2 / 8 (Hoeffding's lemma; top = b for c >= 0, a for c < 0).  The mean is
+    computed in floating point: |mu - mu_float| <= merr (a generous 1e-13 relative margin), and it
+    enters as + |c| merr.  The mean form keeps the location of T composed blocks exact (the top-edge
+    form alone is off by up to T x 64 cells, which ruins windows and tilts when T is large and the
+    losses are small).
+    """
     n = st.n
     nb = -(-n // _BLOCK)
     pad = np.zeros(nb * _BLOCK)
     pad[:n] = st.m
-    bm = pad.reshape(nb, _BLOCK).sum(axis=1) * (1.0 + _BLOCK * U)
     first = st.lo + np.arange(nb) * _BLOCK
-    return bm, first * step, np.minimum(first + _BLOCK - 1, st.lo + n - 1) * step
+    ylo = first * step
+    yhi = np.minimum(first + _BLOCK - 1, st.lo + n - 1) * step
+    pm = pad.reshape(nb, _BLOCK)
+    raw = pm.sum(axis=1)
+    bm = raw * (1.0 + _BLOCK * U)
+    off = np.arange(_BLOCK) * step  # y_i - ylo_b (exact multiples of the lattice step)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mo = (pm @ off) / raw
+        mo2 = (pm @ (off * off)) / raw
+    mo = np.where(raw > 0, mo, 0.0)
+    mu = np.clip(ylo + mo, ylo, yhi)
+    var = np.where(raw > 0, np.maximum(mo2 - mo * mo, 0.0), 0.0)
+    h = (yhi - ylo) ** 2 / 8.0
+    merr = 1e-13 * np.maximum(np.abs(ylo), np.abs(yhi)) + 1e-300
+    return bm, ylo, yhi, mu, h, merr, var
 
 
 def _log_mgf_blocks(blocks, t: float) -> float:
-    """Upper bound on log sum_i m_i e^{t y_i} from the blocks (top edge if t > 0, bottom if t < 0)."""
-    bm, ylo, yhi = blocks
+    """Upper bound on log sum_i m_i e^{t y_i} from the blocks (see ``_blocks``)."""
+    bm, ylo, yhi, mu, h, merr, _ = blocks
     y = yhi if t >= 0 else ylo
+    z = np.minimum(t * y, t * mu + t * t * h + abs(t) * merr)
     with np.errstate(divide="ignore"):
-        return _lse(np.log(bm) + t * y) + 1e-12
+        return _lse(np.log(bm) + z) + 1e-12
 
 
 def _kt_grid(blocks_list, ks, logms, cs: np.ndarray) -> np.ndarray:
     """sum_j k_j (log M_j(c) - logm_j) for every c in cs, upper bounds from the blocks (vectorised
-    ``_log_mgf_blocks``: top edge for c >= 0, bottom edge for c < 0)."""
+    ``_log_mgf_blocks``)."""
     out = np.zeros(cs.size)
-    for (bm, ylo, yhi), k, lm in zip(blocks_list, ks, logms, strict=True):
+    for (bm, ylo, yhi, mu, h, merr, _), k, lm in zip(blocks_list, ks, logms, strict=True):
         keep = bm > 0
         lb = np.log(bm[keep])
-        y = np.where(cs[:, None] >= 0, yhi[keep][None, :], ylo[keep][None, :])
-        z = lb[None, :] + cs[:, None] * y
+        c = cs[:, None]
+        y = np.where(c >= 0, yhi[keep][None, :], ylo[keep][None, :])
+        z = np.minimum(c * y, c * mu[keep][None, :] + c * c * h[keep][None, :]
+                       + np.abs(c) * merr[keep][None, :])
+        z = lb[None, :] + z
         mx = np.max(z, axis=1)
         out += k * (mx + np.log(np.sum(np.exp(z - mx[:, None]), axis=1)) + 1e-12 - lm)
     return out
 
 
 def _tilt_moments(blocks_list, ks, theta: float) -> tuple[float, float]:
-    """Mean and variance of the theta-tilted composed sum (block midpoints: only to choose a window)."""
+    """Mean and variance of the theta-tilted composed sum (block means and variances, the tilt applied
+    per block: only to choose a tilt and a window)."""
     mean = var = 0.0
-    for (bm, ylo, yhi), k in zip(blocks_list, ks, strict=True):
-        y = 0.5 * (ylo + yhi)
+    for (bm, _, _, y, _, _, vb), k in zip(blocks_list, ks, strict=True):
         with np.errstate(divide="ignore"):
             lw = np.log(bm) + theta * y
         lw -= np.max(lw)
@@ -404,8 +430,63 @@ def _tilt_moments(blocks_list, ks, theta: float) -> tuple[float, float]:
         w /= w.sum()
         mu = float(np.sum(w * y))
         mean += k * mu
-        var += k * (float(np.sum(w * (y - mu) ** 2)) + ((yhi[0] - ylo[0]) + 1e-300) ** 2 / 12)
+        var += k * float(np.sum(w * ((y - mu) ** 2 + vb)))
     return mean, var
+
+
+def _tilt_stats(blocks_list, ks, theta: float) -> tuple[float, float, float]:
+    """(K(theta), mean, variance) of the composed sum under the theta-tilt, from the blocks' means
+    (approximate: only to choose a tilt, a window and a starting estimate)."""
+    log_k = mean = var = 0.0
+    for (bm, _, _, y, _, _, vb), k in zip(blocks_list, ks, strict=True):
+        with np.errstate(divide="ignore"):
+            lw = np.log(bm) + theta * y
+        mx = float(np.max(lw))
+        w = np.exp(lw - mx)
+        sw = float(w.sum())
+        w /= sw
+        mu = float(np.sum(w * y))
+        log_k += k * (mx + math.log(sw))
+        mean += k * mu
+        var += k * float(np.sum(w * ((y - mu) ** 2 + vb)))
+    return log_k, mean, var
+
+
+def _sp_epsilon(blocks_list, ks, delta: float) -> float:
+    """Saddle-point estimate of eps(delta) (nan if none): with theta the tilt, K, m, v as in
+    ``_tilt_stats``, delta(m) ~ e^{K - theta m} / (theta (theta + 1) sqrt(2 pi v)) (the tilted sum taken
+    as normal around its mean, f_eps integrated against it).  An estimate only: it places the window
+    and the tilt of the certified passes, never a bound."""
+    target = math.log(delta)
+
+    def g(th: float) -> tuple[float, float]:
+        log_k, m, v = _tilt_stats(blocks_list, ks, th)
+        if not (v > 0 and math.isfinite(log_k)):
+            return math.nan, m
+        return log_k - th * m - math.log(th * (th + 1.0)) - 0.5 * math.log(2 * math.pi * v) - target, m
+
+    lo, hi = 1e-3, 1.0
+    glo, m_lo = g(lo)
+    if not math.isfinite(glo) or glo <= 0:
+        return math.nan
+    ghi, m = g(hi)
+    while ghi > 0 and hi < 1e7:
+        lo, hi = hi, hi * 4.0
+        ghi, m = g(hi)
+    if not (ghi <= 0):
+        return math.nan
+    for _ in range(60):
+        mid = math.sqrt(lo * hi)
+        gm, m = g(mid)
+        if not math.isfinite(gm):
+            return math.nan
+        if gm > 0:
+            lo = mid
+        else:
+            hi = mid
+        if hi / lo < 1.001:
+            break
+    return max(m, 0.0)
 
 
 def _saddle(blocks_list, ks, eps: float) -> float:
@@ -523,7 +604,7 @@ def _compose(plan: _Plan, theta: float, max_points: int, tol_junk: float, a_loss
     xs, logms, taus, sums, w0s = [], [], [], [], []
     if plan_only:  # window planning only: the normalisers from the blocks suffice
         with np.errstate(divide="ignore"):
-            logms = [_lse(np.log(bm) + theta * yhi) for bm, _, yhi in blocks_list]
+            logms = [_log_mgf_blocks(b, theta) for b in blocks_list]
     for st in steps if not plan_only else ():
         y = (st.lo + np.arange(st.n)) * step
         with np.errstate(divide="ignore"):
@@ -853,9 +934,11 @@ def _chernoff_delta(curve, eps: float) -> tuple[float, float]:
     return math.exp(best), arg
 
 
-def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, delta_ref, theta_fb):
+def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, delta_ref, theta_fb,
+         delta_sp=None):
     """One composition: grid, tilt (saddle at eps_tilt, or the Chernoff order theta_fb when eps_tilt is
-    None or beyond the support), window from a_loss up."""
+    None or beyond the support), window from a_loss up.  With ``delta_sp``, the tilt point is the
+    saddle-point estimate of eps(delta_sp) from this grid when there is one (``_sp_epsilon``)."""
     log_dref = math.log(max(delta_ref, 1e-300))
     # mean-preserving rounding when every mechanism bounds its cell offsets and sqrt(T) beats T
     tot = sum(k for _, k in entries)
@@ -882,6 +965,9 @@ def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, 
             a_loss = a_req - plan.step * div_rr
         blocks_list = [_blocks(st, plan.step) for st in plan.steps]
         theta, ref = math.nan, a_loss
+        sp = _sp_epsilon(blocks_list, [st.k for st in plan.steps], delta_sp) if delta_sp else math.nan
+        if math.isfinite(sp) and sp > a_loss:
+            eps_tilt = sp
         if eps_tilt is not None:
             theta, ref = _saddle(blocks_list, [st.k for st in plan.steps], eps_tilt), eps_tilt
         if not math.isfinite(theta):
@@ -913,7 +999,7 @@ def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, 
                 comp = dataclasses.replace(comp, shift_up=eta_up, shift_lo=eta_lo, beta_up=beta,
                                            beta_lo=beta)
             ev = _Evaluator(comp, ref)
-            ev.blocks, ev.ks = blocks_list, [st.k for st in plan.steps]
+            ev.blocks, ev.ks, ev.sp = blocks_list, [st.k for st in plan.steps], sp
             return ev
         width *= 1.2 * comp / max_points  # the window was too long: coarser grid, wider bracket
     raise AssertionError("unreachable")
@@ -1024,15 +1110,21 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
     ranges = _ranges(ents, direction, rtol, delta, 0.5 * c_ch)
     # pass 1: a grid 16x coarser than the target, tilted at the Chernoff estimate, window from eps = 0
     ev = _run(ents, direction, 16 * 0.9 * max(rtol * eps_ch, 0.1 * rtol), ranges, eps_ch, max_points,
-              rtol, 0.0, delta, c_ch)
+              rtol, 0.0, delta, c_ch, delta_sp=delta - p_inf)
     lo, up = _solve(ev, delta)
     passes, extra = 1, math.inf
     for _ in range(3):
         if passes > 1 and (up - lo <= max(rtol * up, 0.1 * rtol) or ev.c.capped):
             break
         est = lo if lo > 0 else (up if math.isfinite(up) else eps_ch)
-        # tilt where the root is: the bracket's middle, or the certified upper end if no lower was found
+        # tilt where the root is: the bracket's middle, or (no lower found yet) the saddle-point
+        # estimate of the last grid, or the certified upper end
         tilt = 0.5 * (lo + up) if (lo > 0 and math.isfinite(up)) else est
+        a_next = max(lo - 1e-9, 0.0)
+        sp = getattr(ev, "sp", math.nan)
+        if lo == 0 and math.isfinite(sp) and 0 < sp < est:
+            est = tilt = sp
+            a_next = 0.5 * sp
         theta_hint = _saddle(ev.blocks, ev.ks, tilt)
         if not math.isfinite(theta_hint):
             theta_hint = ev.c.theta
@@ -1045,8 +1137,7 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
             # of cells): aim the shifts at what the rest leaves, or halve when it leaves little
             room = target - 1.5 * extra
             width = 0.95 * room if room > 0.25 * target else 0.9 * target / 2.0 ** (passes - 1)
-        ev = _run(ents, direction, width, ranges, tilt, max_points, rtol, max(lo - 1e-9, 0.0), delta,
-                  theta_hint)
+        ev = _run(ents, direction, width, ranges, tilt, max_points, rtol, a_next, delta, theta_hint)
         lo2, up2 = _solve(ev, delta)
         extra = max((up2 - lo2) - (ev.shift_lo + ev.c.shift_up), 0.0) if math.isfinite(up2) else math.inf
         lo, up = max(lo, lo2), min(up, up2)
