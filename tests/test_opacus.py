@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import pickle
 import runpy
 import warnings
 
@@ -104,6 +105,8 @@ def test_privacy_engine_uses_dpcert(registered):
     assert engine.get_epsilon(DELTA) == cert.epsilon
     _check_against_peers(acct.history, cert.epsilon, cert.lower_bound, "hook")
     assert _engine("prv").accountant.mechanism() == "prv"  # the built-in ones are untouched
+    clone = pickle.loads(pickle.dumps(acct))  # the lazily built class pickles (module __getattr__)
+    assert type(clone) is type(acct) and clone.history == acct.history
 
 
 @pytest.mark.parametrize("sigma, q, steps", [(0.8, 0.01, 1000), (2.0, 0.2, 100), (1.1, 0.004, 15000)])
