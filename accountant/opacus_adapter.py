@@ -187,5 +187,11 @@ class DPCertAccountant:
         ``.lower_bound`` (certified lower bound on the true epsilon of the worst-case pair), ``.method``."""
         return self.accountant.certificate(delta=delta, method=self.method if method is None else method)
 
+    def __getstate__(self) -> dict:
+        """Pickle/copy the history and the method; the cached ledger (with route caches) is rebuilt."""
+        state = self.__dict__.copy()
+        state["_built"] = None
+        return state
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(method={self.method!r}, steps={len(self)}, rows={len(self._history)})"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import math
+import pickle
 import sys
 import types
 from collections import OrderedDict
@@ -86,6 +87,8 @@ def test_state_dict_round_trip_and_copy_semantics():
     other = DPCertAccountant()
     other.load_state_dict(acct.state_dict())
     assert other.history == acct.history and other.get_epsilon(1e-5) == acct.get_epsilon(1e-5)
+    clone = pickle.loads(pickle.dumps(other))  # after a query too (the cached ledger is not pickled)
+    assert clone.history == acct.history and clone.get_epsilon(1e-5) == acct.get_epsilon(1e-5)
     # Opacus' checkpoints of a bare history (no "mechanism") and lists instead of tuples load too
     other.load_state_dict({"history": [[1.1, 0.02, 5]]})
     assert other.history == [(1.1, 0.02, 5)]
