@@ -370,3 +370,17 @@ def test_to_dp_event_builds_dp_accounting_classes():
     assert pld.get_epsilon(1e-5) >= acct.certificate(delta=1e-5).lower_bound
     empty = PrivacyAccountant().to_dp_event()
     assert isinstance(empty, dpa.NoOpDpEvent)
+
+
+def test_readme_dp_event_section_runs():
+    _dpa()
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    code = re.search(r"## DpEvents: .*?```python\n(.*?)```", text, re.S).group(1)
+    ns: dict = {}
+    exec(compile(code, "README DpEvents", "exec"), ns)
+    cert, eps, back = ns["cert"], ns["eps"], ns["back"]
+    assert cert.lower_bound <= cert.epsilon == eps
+    assert back == ns["event"]
