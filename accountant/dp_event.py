@@ -56,6 +56,7 @@ import importlib
 import math
 import sys
 from collections.abc import Iterable
+from fractions import Fraction
 
 from mechanisms import _validate as V
 from mechanisms.base import Mechanism
@@ -209,7 +210,10 @@ class _Translator:
             f"{name} has no dpcert translation (supported: {', '.join(KNOWN_EVENTS)})")
 
     def _effective_gaussian(self, event: object, depth: int) -> float | None:
-        """s_eff = (sum_i count_i s_i^-2)^-1/2 of a tree of Gaussian events, None if it is not one."""
+        """s_eff = (sum_i count_i s_i^-2)^-1/2 of a tree of Gaussian events, None if it is not one.
+
+        Each node adds at most a few roundings; ``self.nodes`` counts them for the caller's margin."""
+        self.nodes = getattr(self, "nodes", 0) + 1
         name = event_name(event)
         if depth > _MAX_DEPTH:
             raise UnsupportedEventError(f"event tree nested deeper than {_MAX_DEPTH} levels")
@@ -254,12 +258,14 @@ class _Translator:
             return []
         if inner_name == "LaplaceDpEvent":
             return [(SubsampledLaplace(scale=_noise(inner, inner_name), sample_rate=q), 1)]
+        self.nodes = 0
         s = self._effective_gaussian(inner, depth + 1)
         if s is not None:
             if math.isinf(s):
                 return []
             if inner_name != "GaussianDpEvent":
-                s = s * (1.0 - 8.0 * _ULP)  # less noise is the safe side of the rounded sum
+                # less noise is the safe side: <= 4 roundings (pow, product, sum, root) per node
+                s = math.nextafter(s * (1.0 - (8.0 + 4.0 * self.nodes) * _ULP), 0.0)
             return [(SubsampledGaussian(sigma=s, sample_rate=q), 1)]
         sub = _Translator(self.relation, self.wor_delta)
         sub.run(inner, 1, depth + 1)
@@ -310,7 +316,8 @@ class _Translator:
         if not math.isfinite(eps):
             raise NonPrivateEventError(f"{name}: the sampled event has no finite epsilon at delta {delta:g}")
         gamma = m / n
-        gamma = min(1.0, math.nextafter(gamma, 2.0)) if gamma * n != m else gamma
+        if Fraction(gamma) < Fraction(m, n):  # a larger rate is the safe side
+            gamma = min(1.0, math.nextafter(gamma, 2.0))
         return [(SampledWithoutReplacement(epsilon=eps, delta=delta, sample_rate=gamma), 1)]
 
 
