@@ -18,6 +18,7 @@ semantics, neighbouring relations and the few refusals are tabulated in :mod:`ac
 from __future__ import annotations
 
 import math
+import numbers
 
 from conversions import contour
 
@@ -98,8 +99,9 @@ class DpEventAccountant:
         """Record ``count`` uses of ``event``; returns self (chainable)."""
         if not is_dp_event(event):
             raise TypeError(f"event must be a dp-accounting DpEvent, got {type(event).__name__}")
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 1:
             raise ValueError(f"count must be a positive integer, got {count!r}")
+        count = int(count)
         try:
             entries = self._entries(event)
         except NonPrivateEventError:
@@ -152,6 +154,13 @@ class DpEventAccountant:
             raise NonPrivateEventError("a NonPrivateDpEvent was composed: no finite certificate exists")
         kwargs.setdefault("method", self.method)
         return self._acct.certificate(**kwargs)
+
+    def report(self, delta: float, every: int | None = None, **kwargs):
+        """Certified epsilon trajectory of the composed events (see :meth:`PrivacyAccountant.report`)."""
+        if self._non_private:
+            raise NonPrivateEventError("a NonPrivateDpEvent was composed: no finite certificate exists")
+        kwargs.setdefault("method", self.method)
+        return self._acct.report(delta, every, **kwargs)
 
     def __repr__(self) -> str:
         np_note = ", non-private" if self._non_private else ""

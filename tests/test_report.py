@@ -147,8 +147,8 @@ def test_report_of_dp_events():
         noise_multiplier: float
 
     d = DpEventAccountant().compose(GaussianDpEvent(2.0), 4)
-    rep = d.accountant.report(delta=1e-5, every=2)
-    assert rep.epsilon[-1] == d.get_epsilon(1e-5)
+    rep = d.report(delta=1e-5, every=2)
+    assert rep.epsilon[-1] == d.get_epsilon(1e-5) and rep.steps == (2, 4)
 
 
 def test_cli_report(capsys, tmp_path):
