@@ -185,8 +185,9 @@ class PrivacyAccountant:
         return ledger_to_dp_event(self._history_entries(), self.relation)
 
     def _history_entries(self) -> list[tuple[Mechanism, int]]:
-        """The composition order as runs ``[(mechanism, count)]`` (the ledger's order if unknown)."""
-        if getattr(self, "_history_exact", False) and self._history_consistent():
+        """The composition order as runs ``[(mechanism, count)]`` (the ledger's order where unknown: a
+        loaded state file's entries come first, in the ledger's order, then what was composed since)."""
+        if self._history_consistent():
             return [(m, k) for m, k in self._history]
         return self._ledger.items()
 

@@ -116,6 +116,11 @@ def test_loaded_state_uses_ledger_order(tmp_path):
     rep = PrivacyAccountant.load(tmp_path / "s.json").report(delta=1e-5, every=1)
     assert rep.order == "ledger" and "order unknown" in str(rep)
     assert rep.epsilon == acct.report(delta=1e-5, every=1).epsilon  # same order here
+    more = PrivacyAccountant.load(tmp_path / "s.json").compose(Gaussian(3.0)).compose(Gaussian(1.0))
+    rep = more.report(delta=1e-5, every=1)  # saved part in ledger order, then the composition order
+    assert rep.order == "ledger" and rep.steps == (1, 2, 3, 4, 5, 6)
+    sep = PrivacyAccountant().compose(Gaussian(1.0), 2).compose(Gaussian(2.0), 2).compose(Gaussian(3.0))
+    assert rep.epsilon[4] == sep.epsilon(1e-5) and rep.epsilon[5] == more.epsilon(1e-5)
 
 
 def test_decrease_is_flagged_not_smoothed(monkeypatch):
