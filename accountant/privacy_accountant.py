@@ -33,6 +33,8 @@ AUTO_WORK_LIMIT = 2.5e7
 # routes after it is wider than this (relative) or, for an epsilon query, than DEFER_ATOL_EPS
 DEFER_RTOL = 1e-3
 DEFER_ATOL_EPS = 1e-4
+# composition order kept for report(): at most this many runs (a run = consecutive uses of one mechanism)
+MAX_HISTORY_RUNS = 100_000
 # budget allowance search: from the RDP-certified count, at most this many doublings, then an exact
 # bisection (a few tight queries once, then O(1) checks); the RDP head start uses these orders
 _ALLOWANCE_DOUBLINGS = 16
@@ -213,10 +215,13 @@ class PrivacyAccountant:
         if times:
             self._cache.clear()
             hist = self.__dict__.setdefault("_history", [])
-            if hist and hist[-1][0] == mechanism:
+            if hist and (hist[-1][0] is mechanism or hist[-1][0] == mechanism):
                 hist[-1][1] += times
-            else:
+            elif len(hist) < MAX_HISTORY_RUNS:
                 hist.append([mechanism, times])
+            else:  # bounded memory: reports fall back to the ledger's order (and say so)
+                hist.clear()
+                self._history_exact = False
         # an allowance holds for the ledger it was computed on plus uses of its own mechanism only
         left = self._allowance.get(mechanism, 0) - times
         self._allowance = {mechanism: left} if left > 0 else {}

@@ -168,3 +168,15 @@ def test_cli_report(capsys, tmp_path):
     assert doc["points"][1]["epsilon"] == PrivacyAccountant().compose(Gaussian(2.0), 4).epsilon(1e-5)
     assert main(["report", "--sigma", "2", "--sample-rate", "0.1", "--steps", "6", "--delta", "1e-5"]) == 2
     assert "--every" in capsys.readouterr().err
+
+
+def test_history_memory_is_bounded(monkeypatch):
+    import accountant.privacy_accountant as pa
+
+    monkeypatch.setattr(pa, "MAX_HISTORY_RUNS", 4)
+    acct = PrivacyAccountant()
+    for _ in range(6):
+        acct.compose(Gaussian(1.0)).compose(Gaussian(2.0))
+    assert len(acct._history) <= 4
+    rep = acct.report(delta=1e-5, every=4)
+    assert rep.order == "ledger" and rep.epsilon[-1] == acct.epsilon(1e-5)
