@@ -12,8 +12,9 @@ process-level state is shared (warm numba kernels).  Ledgers of Gaussian mechani
 form (microseconds per point); DP-SGD takes ~0.05-0.5 s per point.  Trying the previous point's
 route first was measured to save nothing (``auto`` already stops after the contour route when it is
 tight), so it is not done; a cheaper trajectory would need the contour plan to be shared across counts
-(not implemented).  For a loaded state file the composition order is not known
-(state files keep counts); the points then follow the ledger's order and ``order`` says so.
+(not implemented).  For a loaded state file the composition order of the saved part is
+not known (state files keep counts), nor is it kept past ``MAX_HISTORY_RUNS`` runs (memory bound):
+the points then follow the ledger's order and ``order`` says so.
 """
 
 from __future__ import annotations
