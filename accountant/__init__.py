@@ -22,18 +22,20 @@ _EXPORTS = {
     "IndKNNFilter": ".individual_filter", "Ledger": ".ledger", "DPCertAccountant": ".opacus_adapter",
     "BudgetExceeded": ".privacy_accountant", "AccuracyWarning": ".privacy_accountant",
     "PrivacyAccountant": ".privacy_accountant", "PrivacyBudget": ".privacy_accountant",
+    "StepsCalibration": ".calibration", "DpEventAccountant": ".interop",
 }
 
 __all__ = ["routes", "Certificate", "Ledger", "PrivacyAccountant", "PrivacyBudget", "BudgetExceeded",
            "AccuracyWarning",
            "Calibration", "calibrate_sigma", "max_steps", "max_sample_rate", "DPCertAccountant",
-           "IndividualRenyiFilter", "IndKNNFilter",
+           "IndividualRenyiFilter", "IndKNNFilter", "StepsCalibration", "DpEventAccountant",
            "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .calibration import Calibration, calibrate_sigma, max_sample_rate, max_steps
+    from .calibration import Calibration, StepsCalibration, calibrate_sigma, max_sample_rate, max_steps
     from .certificate import Certificate
     from .individual_filter import IndividualRenyiFilter, IndKNNFilter
+    from .interop import DpEventAccountant
     from .ledger import Ledger
     from .opacus_adapter import DPCertAccountant
     from .privacy_accountant import AccuracyWarning, BudgetExceeded, PrivacyAccountant, PrivacyBudget

@@ -414,7 +414,8 @@ def _run(command: str, fn: Callable[[], int]) -> int:
 def _load_extensions() -> None:
     import importlib
 
-    for mod in ("accountant.cli_dpsgd", "accountant.cli_audit", "accountant.cli_ptr"):
+    for mod in ("accountant.cli_dpsgd", "accountant.cli_audit", "accountant.cli_ptr",
+                "accountant.cli_report"):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as exc:

@@ -33,6 +33,8 @@ AUTO_WORK_LIMIT = 2.5e7
 # routes after it is wider than this (relative) or, for an epsilon query, than DEFER_ATOL_EPS
 DEFER_RTOL = 1e-3
 DEFER_ATOL_EPS = 1e-4
+# composition order kept for report(): at most this many runs (a run = consecutive uses of one mechanism)
+MAX_HISTORY_RUNS = 100_000
 # budget allowance search: from the RDP-certified count, at most this many doublings, then an exact
 # bisection (a few tight queries once, then O(1) checks); the RDP head start uses these orders
 _ALLOWANCE_DOUBLINGS = 16
@@ -110,6 +112,9 @@ class PrivacyAccountant:
         self._last_step: tuple | None = None
         # certified budget allowance: {mechanism: further uses known to keep epsilon within the budget}
         self._allowance: dict[Mechanism, int] = {}
+        # the order of composition, as runs [mechanism, count] (for report(); not saved in state files)
+        self._history: list[list] = []
+        self._history_exact = True
 
     # ------------------------------------------------------------------ composition
     @property
@@ -120,9 +125,16 @@ class PrivacyAccountant:
     def compose(self, mechanism: Mechanism, times: int = 1) -> PrivacyAccountant:
         """Record ``times`` uses of ``mechanism`` (O(1); nothing is evaluated).
 
+        ``mechanism`` may also be a dp-accounting ``DpEvent`` tree (read duck-typed under this
+        accountant's relation; see :mod:`accountant.dp_event` for the translation and its refusals).
         Raises :class:`BudgetExceeded` (recording nothing) if a budget is set and would be exceeded.
         """
         if not isinstance(mechanism, Mechanism):
+            from .dp_event import is_dp_event, translate
+
+            if is_dp_event(mechanism):
+                times = V.count("times", times)
+                return self._compose_entries([(m, k * times) for m, k in translate(mechanism, self.relation)])
             raise TypeError(f"mechanism must be a mechanisms.Mechanism, got {type(mechanism).__name__}")
         times = V.count("times", times)
         if self.relation not in mechanism.relations:
@@ -135,10 +147,81 @@ class PrivacyAccountant:
         self._last_step = None
         return self
 
+    def _compose_entries(self, entries: list[tuple[Mechanism, int]]) -> PrivacyAccountant:
+        """Record several ledger entries at once: all or nothing (budget and count limits are checked
+        for the whole set first)."""
+        entries = [(m, V.count("times", k)) for m, k in entries if k]
+        if len(entries) == 1:
+            return self.compose(*entries[0])
+        if not entries:
+            return self
+        trial = PrivacyAccountant(self.relation, self.rtol)
+        trial._ledger = self._ledger.copy()
+        for m, k in entries:
+            if self.relation not in m.relations:
+                raise ValueError(f"{m.describe()} is not defined under the {self.relation!r} relation "
+                                 f"(supported: {m.relations})")
+            trial._ledger.add(m, k)  # raises (recording nothing here) past the count limit
+        if self.budget is not None:
+            e = trial.epsilon(self.budget.delta)
+            if e > self.budget.epsilon:
+                raise BudgetExceeded(
+                    f"composing {'; '.join(f'{k} x {m.describe()}' for m, k in entries)} would give epsilon "
+                    f"{e:.6g} > budget {self.budget.epsilon:.6g} at delta {self.budget.delta:.3g}; "
+                    "nothing recorded")
+        for m, k in entries:
+            self._ledger.add(m, k)
+            self._after_add(m, k)
+        self._last_step = None
+        return self
+
+    def to_dp_event(self):
+        """The ledger as a dp-accounting ``DpEvent`` (``SelfComposedDpEvent`` per entry with count > 1,
+        a ``ComposedDpEvent`` of several entries, ``NoOpDpEvent`` when empty), in composition order.
+
+        Raises ``ImportError`` (with an install hint) without dp-accounting and ``ValueError`` naming any
+        entry without a dp-accounting equivalent (see :func:`accountant.dp_event.mechanism_to_dp_event`).
+        """
+        from .dp_event import ledger_to_dp_event
+
+        return ledger_to_dp_event(self._history_entries(), self.relation)
+
+    def _history_entries(self) -> list[tuple[Mechanism, int]]:
+        """The composition order as runs ``[(mechanism, count)]`` (the ledger's order where unknown: a
+        loaded state file's entries come first, in the ledger's order, then what was composed since)."""
+        if self._history_consistent():
+            return [(m, k) for m, k in self._history]
+        return self._ledger.items()
+
+    def _history_consistent(self) -> bool:
+        totals: dict[Mechanism, int] = {}
+        for m, k in getattr(self, "_history", []):
+            totals[m] = totals.get(m, 0) + k
+        return totals == dict(self._ledger.items())
+
+    def report(self, delta: float, every: int | None = None, *, steps=None, method: str = "auto"):
+        """The certified epsilon(``delta``) trajectory over the run: after every ``every`` compositions
+        (and at the end), or at the given ``steps`` (counts of compositions, in composition order).
+
+        Returns an :class:`accountant.report.PrivacyReport` (table ``str``, ``to_dict``/``to_json``,
+        ``plot``); see :func:`accountant.report.trajectory` for the method and its cost.
+        """
+        from .report import trajectory
+
+        return trajectory(self, delta, every=every, steps=steps, method=method)
+
     def _after_add(self, mechanism: Mechanism, times: int) -> None:
         """Bookkeeping after ``times`` uses of ``mechanism`` were recorded."""
         if times:
             self._cache.clear()
+            hist = self.__dict__.setdefault("_history", [])
+            if hist and (hist[-1][0] is mechanism or hist[-1][0] == mechanism):
+                hist[-1][1] += times
+            elif len(hist) < MAX_HISTORY_RUNS:
+                hist.append([mechanism, times])
+            else:  # bounded memory: reports fall back to the ledger's order (and say so)
+                hist.clear()
+                self._history_exact = False
         # an allowance holds for the ledger it was computed on plus uses of its own mechanism only
         left = self._allowance.get(mechanism, 0) - times
         self._allowance = {mechanism: left} if left > 0 else {}
@@ -480,6 +563,8 @@ class PrivacyAccountant:
                 raise ValueError(f"state 'relation' must be one of {RELATIONS}, got {relation!r}")
             acct = cls(relation=relation, rtol=doc.get("rtol", contour.DEFAULT_RTOL), budget=budget)
             acct._ledger = Ledger.from_list(doc.get("ledger", []))
+            acct._history = [[m, k] for m, k in acct._ledger.items()]
+            acct._history_exact = False  # state files keep counts, not the composition order
         except TypeError as exc:  # a field of the wrong JSON type: the state is unusable
             raise ValueError(f"invalid state: {exc}") from None
         except RecursionError:

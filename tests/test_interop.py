@@ -1,0 +1,386 @@
+"""dp-accounting DpEvent interoperability (accountant.dp_event, accountant.interop).
+
+Stand-in event classes below mirror dp-accounting 0.6's public attributes (class names and field names),
+so the duck-typed paths are tested without dp-accounting; the tests at the end use dp-accounting's own
+classes and accountants when it is installed.  References: the mu-GDP closed form of composed Gaussians
+(Dong, Roth & Su 2022; solved here with scipy, independently of dpcert's exact route), the definition of
+randomized response, and dp-accounting's pessimistic PLD accountant (an upper bound, so it must be at
+least dpcert's certified lower bound).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import pytest
+from scipy.optimize import brentq
+from scipy.stats import norm
+
+from accountant import BudgetExceeded, PrivacyAccountant, PrivacyBudget
+from accountant.dp_event import (
+    NonPrivateEventError,
+    UnsupportedEventError,
+    ledger_to_dp_event,
+    translate,
+)
+from accountant.interop import DpEventAccountant
+from mechanisms import Gaussian, Laplace, PureDP, RandomizedResponse, SampledWithoutReplacement
+from mechanisms.subsampled import PoissonSubsampled, SubsampledGaussian, SubsampledLaplace
+
+
+# ------------------------------------------------------------------ stand-ins (dp-accounting's attributes)
+@dataclass(frozen=True)
+class NoOpDpEvent:
+    pass
+
+
+@dataclass(frozen=True)
+class NonPrivateDpEvent:
+    pass
+
+
+@dataclass(frozen=True)
+class UnsupportedDpEvent:
+    pass
+
+
+@dataclass(frozen=True)
+class GaussianDpEvent:
+    noise_multiplier: float
+
+
+@dataclass(frozen=True)
+class LaplaceDpEvent:
+    noise_multiplier: float
+
+
+@dataclass(frozen=True)
+class RandomizedResponseDpEvent:
+    noise_parameter: float
+    num_buckets: int
+
+
+@dataclass(frozen=True)
+class SelfComposedDpEvent:
+    event: Any
+    count: int
+
+
+@dataclass(frozen=True)
+class ComposedDpEvent:
+    events: list
+
+
+@dataclass(frozen=True)
+class PoissonSampledDpEvent:
+    sampling_probability: float
+    event: Any
+
+
+@dataclass(frozen=True)
+class SampledWithoutReplacementDpEvent:
+    source_dataset_size: int
+    sample_size: int
+    event: Any
+
+
+@dataclass(frozen=True)
+class ZCDpEvent:
+    rho: float
+    xi: float = 0.0
+
+
+class _GaussianNT(NamedTuple):  # the to_named_tuple() form
+    module_name: str
+    class_name: str
+    noise_multiplier: float
+
+
+STANDINS = sys.modules[__name__]
+
+
+def gdp_epsilon(mu: float, delta: float) -> float:
+    """Independent mu-GDP reference: eps solving Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) = delta."""
+    def f(e):
+        return norm.cdf(-e / mu + mu / 2) - math.exp(e) * norm.cdf(-e / mu - mu / 2) - delta
+    return brentq(f, 0.0, 100.0 + 10 * mu * mu, xtol=1e-14, rtol=1e-14)
+
+
+# ------------------------------------------------------------------ translation (stand-ins)
+@pytest.mark.parametrize("relation,unit", [("add_remove", 1.0), ("replace_one", 2.0)])
+def test_gaussian_event_matches_gdp_closed_form(relation, unit):
+    ev = ComposedDpEvent([SelfComposedDpEvent(GaussianDpEvent(1.5), 3), GaussianDpEvent(2.0)])
+    acct = PrivacyAccountant(relation=relation).compose(ev)
+    assert acct.ledger.items() == [(Gaussian(1.5, unit), 3), (Gaussian(2.0, unit), 1)]
+    mu = unit * math.sqrt(3 / 1.5**2 + 1 / 2.0**2)
+    ref = gdp_epsilon(mu, 1e-5)
+    cert = acct.certificate(delta=1e-5)
+    assert ref <= cert.epsilon <= ref * (1 + 1e-9)
+    assert cert.lower_bound <= ref
+
+
+def test_counts_multiply_and_noop_is_free():
+    ev = SelfComposedDpEvent(ComposedDpEvent([NoOpDpEvent(), SelfComposedDpEvent(LaplaceDpEvent(3.0), 4)]), 5)
+    assert translate(ev) == [(Laplace(3.0, 1.0), 20)]
+    acct = PrivacyAccountant().compose(ev, times=2)
+    assert acct.ledger.items() == [(Laplace(3.0, 1.0), 40)]
+    assert translate(SelfComposedDpEvent(GaussianDpEvent(1.0), 0)) == []
+    assert translate(NoOpDpEvent()) == []
+
+
+def test_poisson_sampled_events():
+    sg = translate(PoissonSampledDpEvent(0.01, GaussianDpEvent(1.1)))
+    assert sg == [(SubsampledGaussian(1.1, 0.01), 1)]
+    assert translate(PoissonSampledDpEvent(0.2, LaplaceDpEvent(2.0))) == [(SubsampledLaplace(2.0, 0.2), 1)]
+    assert translate(PoissonSampledDpEvent(0.0, GaussianDpEvent(1.0))) == []
+    assert translate(PoissonSampledDpEvent(1.0, GaussianDpEvent(1.0))) == [(Gaussian(1.0), 1)]
+    # several Gaussians on one sample = one Gaussian with s^-2 = sum s_i^-2, rounded to less noise
+    ev = PoissonSampledDpEvent(0.1, ComposedDpEvent([GaussianDpEvent(1.0),
+                                                     SelfComposedDpEvent(GaussianDpEvent(2.0), 4)]))
+    ((m, k),) = translate(ev)
+    exact = (1.0 + 4 / 4.0) ** -0.5
+    assert k == 1 and isinstance(m, SubsampledGaussian) and m.sample_rate == 0.1
+    assert exact * (1 - 1e-14) <= m.sigma <= exact
+    # any other single mechanism: the general RDP transform
+    ((m, _),) = translate(PoissonSampledDpEvent(0.1, PoissonSampledDpEvent(0.5, LaplaceDpEvent(1.0))))
+    assert isinstance(m, PoissonSubsampled)
+    with pytest.raises(UnsupportedEventError, match="add/remove"):
+        translate(PoissonSampledDpEvent(0.1, GaussianDpEvent(1.0)), "replace_one")
+    with pytest.raises(UnsupportedEventError, match="several mechanisms"):
+        translate(PoissonSampledDpEvent(0.1, ComposedDpEvent([LaplaceDpEvent(1.0), GaussianDpEvent(1.0)])))
+    with pytest.raises(NonPrivateEventError):
+        translate(PoissonSampledDpEvent(0.1, NonPrivateDpEvent()))
+
+
+@pytest.mark.parametrize("p,k", [(0.3, 4), (0.9, 2), (1e-3, 10)])
+def test_randomized_response_mapping(p, k):
+    ((m, n),) = translate(RandomizedResponseDpEvent(p, k), "replace_one")
+    assert n == 1 and isinstance(m, RandomizedResponse) and m.k == k
+    # dp-accounting's definition: P(true bucket) = 1 - p + p/k, P(any other) = p/k
+    true_eps = math.log((1 - p + p / k) / (p / k))
+    assert true_eps <= m.epsilon <= true_eps * (1 + 1e-13)
+    with pytest.raises(UnsupportedEventError, match="replace-one"):
+        translate(RandomizedResponseDpEvent(p, k), "add_remove")
+    assert translate(RandomizedResponseDpEvent(1.0, k), "replace_one") == []
+    assert translate(RandomizedResponseDpEvent(p, 1), "replace_one") == []
+    with pytest.raises(NonPrivateEventError):
+        translate(RandomizedResponseDpEvent(0.0, k), "replace_one")
+
+
+def test_sampled_without_replacement():
+    ev = SampledWithoutReplacementDpEvent(1000, 10, LaplaceDpEvent(0.5))
+    ((m, _),) = translate(ev, "replace_one")
+    # Laplace with replace-one sensitivity 2: pure eps = 2 / 0.5 = 4, amplified at gamma = 0.01
+    assert isinstance(m, SampledWithoutReplacement) and m.delta == 0.0 and m.sample_rate == 0.01
+    assert 4.0 <= m.epsilon <= 4.0 * (1 + 1e-13)
+    assert m.amplified_epsilon == pytest.approx(math.log1p(0.01 * math.expm1(4.0)), rel=1e-12)
+    g = SampledWithoutReplacementDpEvent(1000, 10, GaussianDpEvent(2.0))
+    with pytest.raises(UnsupportedEventError, match="without_replacement_delta"):
+        translate(g, "replace_one")
+    ((m, _),) = translate(g, "replace_one", without_replacement_delta=1e-7)
+    ref = gdp_epsilon(2.0 / 2.0, 1e-7)
+    assert m.delta == 1e-7 and ref <= m.epsilon <= ref * (1 + 1e-8)
+    assert translate(SampledWithoutReplacementDpEvent(10, 10, GaussianDpEvent(2.0)), "replace_one") == [
+        (Gaussian(2.0, 2.0), 1)]
+    with pytest.raises(UnsupportedEventError, match="replace-one"):
+        translate(ev, "add_remove")
+    with pytest.raises(ValueError, match="sample_size"):
+        translate(SampledWithoutReplacementDpEvent(10, 11, LaplaceDpEvent(1.0)), "replace_one")
+
+
+def test_refusals_are_clear():
+    with pytest.raises(NonPrivateEventError, match="not differentially private"):
+        PrivacyAccountant().compose(NonPrivateDpEvent())
+    with pytest.raises(NonPrivateEventError, match="noise_multiplier = 0"):
+        translate(GaussianDpEvent(0.0))
+    with pytest.raises(UnsupportedEventError, match="UnsupportedDpEvent"):
+        PrivacyAccountant().compose(ComposedDpEvent([GaussianDpEvent(1.0), UnsupportedDpEvent()]))
+    with pytest.raises(UnsupportedEventError, match="ZCDpEvent"):
+        translate(ZCDpEvent(0.1))
+    with pytest.raises(ValueError, match="GaussianDpEvent.noise_multiplier"):
+        translate(GaussianDpEvent(-1.0))
+    with pytest.raises(ValueError, match="SelfComposedDpEvent.count"):
+        translate(SelfComposedDpEvent(GaussianDpEvent(1.0), -2))
+    with pytest.raises(TypeError, match="DpEvent"):
+        translate(object())
+    with pytest.raises(TypeError, match="Mechanism"):
+        PrivacyAccountant().compose(object())
+    with pytest.raises(ValueError, match="REPLACE_SPECIAL"):
+        translate(GaussianDpEvent(1.0), type("R", (), {"name": "REPLACE_SPECIAL"})())
+
+
+def test_named_tuple_form_is_read():
+    nt = _GaussianNT("dp_accounting.dp_event", "GaussianDpEvent", 3.0)
+    assert translate(SelfComposedDpEvent(nt, 2)) == [(Gaussian(3.0), 2)]
+
+
+def test_multi_entry_event_with_budget_is_all_or_nothing():
+    acct = PrivacyAccountant(budget=PrivacyBudget(1.0, 1e-5))
+    big = ComposedDpEvent([GaussianDpEvent(10.0), GaussianDpEvent(0.5)])
+    with pytest.raises(BudgetExceeded):
+        acct.compose(big)
+    assert not acct.ledger
+    acct.compose(ComposedDpEvent([GaussianDpEvent(20.0), GaussianDpEvent(30.0)]))
+    assert len(acct.ledger) == 2
+
+
+# ------------------------------------------------------------------ DpEventAccountant (stand-ins)
+def test_dp_event_accountant_interface():
+    ev = PoissonSampledDpEvent(0.02, GaussianDpEvent(1.2))
+    a = DpEventAccountant()
+    assert a.supports(ev) and a.supports(NonPrivateDpEvent()) and a.supports(NoOpDpEvent())
+    assert not a.supports(UnsupportedDpEvent()) and not a.supports(ZCDpEvent(1.0))
+    assert a.compose(ev, count=50) is a
+    a.compose(ev, 50).compose(NoOpDpEvent()).compose(GaussianDpEvent(5.0))
+    ref = PrivacyAccountant().compose(SubsampledGaussian(1.2, 0.02), 100).compose(Gaussian(5.0))
+    assert a.get_epsilon(1e-5) == ref.epsilon(1e-5)
+    assert a.get_delta(1.0) == ref.delta(1.0)
+    assert a.ledger == ComposedDpEvent([SelfComposedDpEvent(ev, 100), GaussianDpEvent(5.0)])
+    with pytest.raises(UnsupportedEventError):
+        a.compose(UnsupportedDpEvent())
+    assert a.get_epsilon(1e-5) == ref.epsilon(1e-5)  # nothing recorded
+    with pytest.raises(ValueError, match="count"):
+        a.compose(ev, 0)
+    cert = a.certificate(delta=1e-5)
+    assert cert.lower_bound <= cert.epsilon
+    a.compose(NonPrivateDpEvent())
+    assert a.get_epsilon(1e-5) == math.inf and a.get_delta(1.0) == 1.0
+    with pytest.raises(NonPrivateEventError):
+        a.certificate(delta=1e-5)
+
+
+def test_replace_one_accountant_and_empty_ledger():
+    a = DpEventAccountant(type("NR", (), {"name": "REPLACE_ONE"})())
+    assert a.accountant.relation == "replace_one"
+    a.compose(RandomizedResponseDpEvent(0.5, 3), 7)
+    assert a.accountant.ledger.items()[0][1] == 7
+    b = DpEventAccountant()
+    b.compose(GaussianDpEvent(1.0))  # stand-in module: the ledger uses it
+    assert b.ledger == GaussianDpEvent(1.0)
+
+
+def test_export_with_standins_round_trips():
+    entries = [(SubsampledGaussian(1.1, 0.01), 300), (Gaussian(2.0), 1), (Laplace(4.0, 2.0), 3),
+               (SubsampledLaplace(2.0, 0.1), 2)]
+    ev = ledger_to_dp_event(entries, "add_remove", module=STANDINS)
+    assert ev.events[0] == SelfComposedDpEvent(PoissonSampledDpEvent(0.01, GaussianDpEvent(1.1)), 300)
+    assert translate(ev) == [(SubsampledGaussian(1.1, 0.01), 300), (Gaussian(2.0), 1), (Laplace(2.0), 3),
+                             (SubsampledLaplace(2.0, 0.1), 2)]
+    rr = ledger_to_dp_event([(RandomizedResponse(1.3, 5), 2)], "replace_one", module=STANDINS)
+    ((m, k),) = translate(rr, "replace_one")
+    assert k == 2 and m.k == 5 and m.epsilon == pytest.approx(1.3, rel=1e-13) and m.epsilon >= 1.3
+    assert ledger_to_dp_event([], module=STANDINS) == NoOpDpEvent()
+    with pytest.raises(ValueError, match="pure_dp"):
+        ledger_to_dp_event([(PureDP(1.0), 1)], module=STANDINS)
+    with pytest.raises(ValueError, match="randomized_response"):
+        ledger_to_dp_event([(RandomizedResponse(1.0), 1)], "add_remove", module=STANDINS)
+
+
+def test_to_dp_event_without_dp_accounting(monkeypatch):
+    monkeypatch.setitem(sys.modules, "dp_accounting", None)
+    with pytest.raises(ImportError, match="pip install dp-accounting"):
+        PrivacyAccountant().compose(Gaussian(1.0)).to_dp_event()
+
+
+def test_package_never_imports_dp_accounting():
+    import subprocess
+
+    code = ("import sys; from accountant import PrivacyAccountant; import accountant.interop as i; "
+            "from dataclasses import dataclass\n"
+            "@dataclass(frozen=True)\nclass GaussianDpEvent:\n    noise_multiplier: float\n"
+            "PrivacyAccountant().compose(GaussianDpEvent(1.0)).epsilon(1e-5)\n"
+            "assert 'dp_accounting' not in sys.modules, 'imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=str(__import__("pathlib").Path(
+        __file__).resolve().parents[1]))
+
+
+# ------------------------------------------------------------------ with dp-accounting's own classes
+def _dpa():
+    return pytest.importorskip("dp_accounting")
+
+
+def _cases(dpa):
+    return [
+        ("add_remove",
+         dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(0.01, dpa.GaussianDpEvent(1.0)), 300),
+         [(SubsampledGaussian(1.0, 0.01), 300)]),
+        ("add_remove", dpa.ComposedDpEvent([dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(3.0), 5),
+                                            dpa.GaussianDpEvent(2.0)]),
+         [(Gaussian(3.0), 5), (Gaussian(2.0), 1)]),
+        ("add_remove", dpa.SelfComposedDpEvent(dpa.LaplaceDpEvent(4.0), 3), [(Laplace(4.0), 3)]),
+        ("add_remove", dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(0.2, dpa.LaplaceDpEvent(2.0)), 4),
+         [(SubsampledLaplace(2.0, 0.2), 4)]),
+        ("replace_one", dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(4.0), 6), [(Gaussian(4.0, 2.0), 6)]),
+        # count 1: dp-accounting 0.6's PLD accountant ignores the count of a RandomizedResponseDpEvent
+        ("replace_one", dpa.RandomizedResponseDpEvent(0.4, 3), None),
+    ]
+
+
+def test_dp_accounting_events_give_the_dpcert_ledger_certificate():
+    dpa = _dpa()
+    for relation, ev, ledger in _cases(dpa):
+        acct = PrivacyAccountant(relation=relation).compose(ev)
+        if ledger is None:
+            continue
+        ref = PrivacyAccountant(relation=relation)
+        for m, k in ledger:
+            ref.compose(m, k)
+        assert acct.ledger == ref.ledger
+        c1, c2 = acct.certificate(delta=1e-6), ref.certificate(delta=1e-6)
+        assert (c1.epsilon, c1.lower_bound, c1.method) == (c2.epsilon, c2.lower_bound, c2.method)
+
+
+def test_dp_accounting_pld_is_above_dpcert_lower_bound():
+    dpa = _dpa()
+    rel = {"add_remove": dpa.NeighboringRelation.ADD_OR_REMOVE_ONE,
+           "replace_one": dpa.NeighboringRelation.REPLACE_ONE}
+    for relation, ev, _ in _cases(dpa):
+        pld = dpa.pld.PLDAccountant(rel[relation], value_discretization_interval=1e-3).compose(ev)
+        ours = DpEventAccountant(rel[relation]).compose(ev)
+        for delta in (1e-3, 1e-6):
+            cert = ours.certificate(delta=delta)
+            assert cert.lower_bound is not None
+            assert pld.get_epsilon(delta) >= cert.lower_bound - 1e-12, (ev, delta)
+            assert cert.lower_bound <= cert.epsilon
+
+
+def test_gaussian_events_against_closed_form_with_dp_accounting():
+    dpa = _dpa()
+    ev = dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(2.5), 40)
+    a = DpEventAccountant(dpa.NeighboringRelation.ADD_OR_REMOVE_ONE).compose(ev)
+    ref = gdp_epsilon(math.sqrt(40) / 2.5, 1e-5)
+    assert ref <= a.get_epsilon(1e-5) <= ref * (1 + 1e-9)
+    assert a.ledger == ev
+
+
+def test_to_dp_event_builds_dp_accounting_classes():
+    dpa = _dpa()
+    acct = PrivacyAccountant()
+    acct.step(sigma=1.1, sample_rate=0.01, steps=200).compose(Gaussian(3.0)).step(sigma=1.1, sample_rate=0.01)
+    ev = acct.to_dp_event()
+    assert isinstance(ev, dpa.ComposedDpEvent)
+    sg = dpa.PoissonSampledDpEvent(0.01, dpa.GaussianDpEvent(1.1))
+    assert ev.events == [dpa.SelfComposedDpEvent(sg, 200), dpa.GaussianDpEvent(3.0), sg]  # run order
+    back = PrivacyAccountant().compose(ev)
+    assert back.ledger == acct.ledger
+    pld = dpa.pld.PLDAccountant(value_discretization_interval=1e-3).compose(ev)
+    assert pld.get_epsilon(1e-5) >= acct.certificate(delta=1e-5).lower_bound
+    empty = PrivacyAccountant().to_dp_event()
+    assert isinstance(empty, dpa.NoOpDpEvent)
+
+
+def test_readme_dp_event_section_runs():
+    _dpa()
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    code = re.search(r"## DpEvents: .*?```python\n(.*?)```", text, re.S).group(1)
+    ns: dict = {}
+    exec(compile(code, "README DpEvents", "exec"), ns)
+    cert, eps, back = ns["cert"], ns["eps"], ns["back"]
+    assert cert.lower_bound <= cert.epsilon == eps
+    assert back == ns["event"]
