@@ -417,7 +417,10 @@ class PrivacyAccountant:
                     skipped.append(route.name)
                     continue
             if results and not compare and lower is not None and math.isfinite(best_val):
-                if best_val - lower <= AUTO_SKIP_RTOL * abs(best_val):
+                # a route whose brackets are typically ``expected_rtol`` wide cannot improve a bracket ten
+                # times narrower by more than that bracket's width
+                skip_rtol = max(AUTO_SKIP_RTOL, 0.1 * getattr(route, "expected_rtol", 0.0))
+                if best_val - lower <= skip_rtol * abs(best_val):
                     skipped.append(route.name)
                     continue
             # a route that predicts an expensive, wide answer gives way to the next one, and is run in

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from conversions import contour, gaussian_dp, laplace_dp, lower_bounds, pld, rdp_to_dp
+from conversions import contour, gaussian_dp, laplace_dp, lower_bounds, pld, rdp_to_dp, split
 from conversions.bracket import Bracket
 from mechanisms.laplace import Laplace
 
@@ -132,10 +132,18 @@ class LaplaceExactRoute:
 # ---------------------------------------------------------------------------------------------- numerical
 class CharacteristicFunctionRoute:
     """Shifted-line inversion of the composed MGF with exact atoms and closed-form low-order terms
-    (:mod:`conversions.contour`); the worst of the dominating-pair directions."""
+    (:mod:`conversions.contour`); the worst of the dominating-pair directions.
+
+    Near-atomic ledgers (DP-SGD at small sample rates: the plan of the plain contour predicts a capped,
+    wide answer) are split (:mod:`conversions.split`): the subsampled Gaussian's core and big parts are
+    composed on contours of their own, at a relative accuracy of ``SPLIT_RTOL`` in delta.  If the split
+    cannot answer either, the route defers (under ``auto``) or runs the plain contour.
+    """
 
     name = "cf"
     numerical = True
+    #: accuracy (relative, in delta) of the split contours
+    SPLIT_RTOL = 1e-4
 
     def applies(self, ledger: Ledger) -> bool:
         return ledger.pld_available
@@ -165,20 +173,36 @@ class CharacteristicFunctionRoute:
         return Bracket(float(worst.upper), None if lower is None else float(lower),
                        float(max(r.estimate for r in res)), kind, det)
 
-    def _run(self, fn, ledger: Ledger, value: float, ctx: QueryContext) -> Bracket:
+    def _split(self, split_fn, ledger: Ledger, value: float, direction: str, ctx: QueryContext):
+        """The near-atomic split's bracket for one direction, or None when it cannot answer."""
         try:
-            return self._worst(ledger, [
-                fn(self._pld(ledger, d, ctx), value, ctx.rtol, skip_if_capped=ctx.skip_if_capped,
-                   work_limit=ctx.work_limit)
-                for d in directions(ledger)])
-        except contour.WouldBeCapped as exc:
-            raise RouteDeferred(str(exc)) from None
+            return split_fn(ledger.items(), value, direction, max(ctx.rtol, self.SPLIT_RTOL),
+                            skip_if_capped=True, work_limit=ctx.work_limit)
+        except (contour.WouldBeCapped, contour.WorkLimitReached, ValueError, ArithmeticError):
+            return None
+
+    def _run(self, fn, split_fn, ledger: Ledger, value: float, ctx: QueryContext) -> Bracket:
+        can_split = split.splittable(ledger.items())
+        res = []
+        for d in directions(ledger):
+            pld_d = self._pld(ledger, d, ctx)
+            try:
+                r = fn(pld_d, value, ctx.rtol, skip_if_capped=ctx.skip_if_capped or can_split,
+                       work_limit=ctx.work_limit)
+            except contour.WouldBeCapped as exc:
+                r = self._split(split_fn, ledger, value, d, ctx) if can_split else None
+                if r is None:
+                    if ctx.skip_if_capped:
+                        raise RouteDeferred(str(exc)) from None
+                    r = fn(pld_d, value, ctx.rtol, skip_if_capped=False, work_limit=ctx.work_limit)
+            res.append(r)
+        return self._worst(ledger, res)
 
     def epsilon(self, ledger: Ledger, delta: float, ctx: QueryContext) -> Bracket:
-        return self._run(contour.epsilon_bounds, ledger, delta, ctx)
+        return self._run(contour.epsilon_bounds, split.split_epsilon_bounds, ledger, delta, ctx)
 
     def delta(self, ledger: Ledger, epsilon: float, ctx: QueryContext) -> Bracket:
-        return self._run(contour.delta_bounds, ledger, epsilon, ctx)
+        return self._run(contour.delta_bounds, split.split_delta_bounds, ledger, epsilon, ctx)
 
 
 class DiscretisedPLDRoute:
@@ -194,6 +218,8 @@ class DiscretisedPLDRoute:
     numerical = True
     #: target relative width of the bracket (the grid step is chosen from it)
     PLD_RTOL = 1e-3
+    #: ``auto`` does not run this route when the bracket is already a tenth of its target width
+    expected_rtol = PLD_RTOL
 
     def applies(self, ledger: Ledger) -> bool:
         return ledger.pld_available

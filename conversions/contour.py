@@ -174,6 +174,9 @@ class ComposedPLD:
         self.log_keep = sum(k * math.log1p(-m.infinite_loss_mass) for m, k in self.entries)
         self.p_inf = max(0.0, -math.expm1(self.log_keep))
         self.mgf_err = sum(k * m.log_mgf_error for m, k in self.entries)
+        # entries whose declared error depends on the line (conversions.split.Remainder)
+        self._err_at = [(m, k) for m, k in self.entries if hasattr(m, "log_mgf_error_at")]
+        self._err_at_cache: dict = {}
         self.max_order = min([m.max_mgf_order for m, _ in self.entries], default=math.inf)
         self._env_cache: dict = {}  # per-line envelope functions of this composition (query-local)
         self._work_left = math.inf  # per-query meter (start_query); unlimited outside queries
@@ -241,6 +244,18 @@ class ComposedPLD:
             n_cont = sum(k for _, k in cont)
             self.purely_atomic = n_cont == 0 or (
                 n_cont <= self.closed_order and all(j in self._closed_set for j, _ in cont))
+
+    def mgf_err_at(self, c: float) -> float:
+        """The declared log-MGF error (sum_j k_j err_j) on the line Re s = c: ``mgf_err`` unless an entry
+        declares a line-dependent error (``log_mgf_error_at(c, direction)``)."""
+        if not self._err_at:
+            return self.mgf_err
+        v = self._err_at_cache.get(c)
+        if v is None:
+            v = self.mgf_err + sum(k * (m.log_mgf_error_at(c, self.direction) - m.log_mgf_error)
+                                   for m, k in self._err_at)
+            self._err_at_cache[c] = v
+        return v
 
     @functools.cached_property
     def atoms_log_mass(self) -> float:
@@ -648,7 +663,8 @@ class _Grid:
         self.sum_kern = sum_kern * self.h / math.pi
         self.sum_kern_mag = sum_kern_mag * self.h / math.pi
         self.log_env_u = pld.log_env_r(c, self.u_trunc)
-        self.node_log_err = 4 * _U64 * (mag_max + abs(self.shift) + 10.0) + pld.mgf_err
+        self.mgf_err = pld.mgf_err_at(c)
+        self.node_log_err = 4 * _U64 * (mag_max + abs(self.shift) + 10.0) + self.mgf_err
         if not np.all(np.isfinite(self.r_re)) or not np.all(np.isfinite(self.r_im)):
             raise FloatingPointError("non-finite log-MGF values on the contour")
 
@@ -672,9 +688,9 @@ class _Grid:
         phase = _U64 * 4 * (self.u_trunc * abs(eps) + abs(c * eps))
         # (exponents capped at 700: beyond, the error bound is astronomically large, i.e. the bracket
         # becomes the trivial [0, 1] instead of an OverflowError, e.g. for GNMax(sigma=1e-8))
-        rel = (math.expm1(min(self.node_log_err - self.pld.mgf_err + phase, 700.0))
+        rel = (math.expm1(min(self.node_log_err - self.mgf_err + phase, 700.0))
                + _U64 * (self.t.size + 4.0 + 4.0 * PHASE_ANCHOR))  # (+ the phase rotations)
-        fp = (self.sum_kern_mag * rel + self.sum_kern * math.expm1(min(self.pld.mgf_err, 700.0))
+        fp = (self.sum_kern_mag * rel + self.sum_kern * math.expm1(min(self.mgf_err, 700.0))
               + sa * 4 * _U64)
         return log_scale, s, trunc + a_up + a_lo + fp, trunc + fp
 
@@ -831,7 +847,7 @@ def delta_bounds(pld: ComposedPLD, eps: float, rtol: float = DEFAULT_RTOL, *,
 
     def chernoff() -> float:
         c = pld.saddle(eps)
-        log_ch = pld.chernoff_log_delta(c, eps) + pld.mgf_err
+        log_ch = pld.chernoff_log_delta(c, eps) + pld.mgf_err_at(c)
         return log_ch + _cheap_chernoff_margin(pld, c, eps, log_ch)
 
     log_ch = _metered(pld, _FALLBACK_WORK, chernoff, _FALLBACK_TIME)
@@ -866,7 +882,7 @@ def _delta_bounds(pld: ComposedPLD, eps: float, rtol: float, skip_if_capped: boo
         lo = min(lo, up)
     # the Chernoff bound of the same pair is rigorous too: never certify anything weaker (its float
     # evaluation is rounded up by a few ulps of the summands' size)
-    log_ch = pld.chernoff_log_delta(c, eps) + pld.mgf_err
+    log_ch = pld.chernoff_log_delta(c, eps) + pld.mgf_err_at(c)
     if log_ch < 0.0:
         log_ch += _chernoff_margin(pld, c, eps)
         up = min(up, _add_up(pld.p_inf * (1.0 + 64 * _U64), _exp_up(log_ch)))
@@ -898,7 +914,7 @@ def epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float = DEFAULT_RTOL, *
     if opt is not None and math.isfinite(opt[0]):
         hi, c_ch = opt
         slack = _cheap_chernoff_margin(pld, c_ch, hi, math.log(delta - pld.p_inf)) / c_ch
-        upper, what = max(0.0, (hi + (pld.mgf_err / c_ch + slack)) * (1.0 + 8 * _U64)), "Chernoff"
+        upper, what = max(0.0, (hi + (pld.mgf_err_at(c_ch) / c_ch + slack)) * (1.0 + 8 * _U64)), "Chernoff"
     return EpsilonBounds(delta, upper, 0.0, upper, pld.direction,
                          {"work_limit": True, "warning": _LIMIT_WARNING.format(what=what)})
 
@@ -962,7 +978,7 @@ def _epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float,
         eps_ref = result.upper
     assert result is not None
     # the optimised Chernoff bound of the same pair (hi, including the log-MGF error) is rigorous too
-    upper = min(result.upper, hi + pld.mgf_err / c_ch)
+    upper = min(result.upper, hi + pld.mgf_err_at(c_ch) / c_ch)
     return EpsilonBounds(delta, min(result.estimate, upper), min(result.lower, upper), upper,
                          pld.direction, {**result.details, **details})
 

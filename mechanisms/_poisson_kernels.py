@@ -89,14 +89,111 @@ def _ell(x, q, mu, lq, l1q):  # pragma: no cover - compiled
     return _logaddexp(l1q, lq + mu * x - 0.5 * mu * mu)
 
 
+_SQRT1_2 = math.sqrt(0.5)
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
 @njit(cache=True)
-def sg_log_mgf(s_re, s_im, q, mu, add, dx_max, span):  # pragma: no cover - compiled
+def log_ndtr(z):  # pragma: no cover - compiled
+    """log Phi(z), Phi the standard normal CDF, to a few ulps in both tails.
+
+    z > 0: log1p(-Phi(-z)); -8 < z <= 0: log(erfc(-z / sqrt2) / 2) (erfc is accurate in relative terms
+    there); z <= -8: log phi(z) - log(continued fraction of the Mills ratio), Laplace's fraction
+    Phi(-a) / phi(a) = 1 / (a + 1 / (a + 2 / (a + 3 / (a + ...)))) evaluated backwards from 60 terms.
+    """
+    if z > 0.0:
+        return math.log1p(-0.5 * math.erfc(z * _SQRT1_2))
+    if z > -8.0:
+        return math.log(0.5 * math.erfc(-z * _SQRT1_2))
+    a = -z
+    if a > 40.0:
+        # log Phi < -800: any integrand term carrying this weight underflows to 0; the leading
+        # asymptotic term (an upper bound on log Phi(-a) by at most log(1 + 1/a^2)) is ample
+        return -0.5 * a * a - _HALF_LOG_2PI - math.log(a)
+    t = a
+    for k in range(int(min(60.0, 20.0 + 2600.0 / (a * a))), 0, -1):
+        t = a + k / t
+    return -0.5 * a * a - _HALF_LOG_2PI - math.log(t)
+
+
+@njit(cache=True)
+def split_log_weight(x, xcut, tau, part):  # pragma: no cover - compiled
+    """log of the split weight of the output x: part 0 (core) Phi((xcut - x) / tau), part 1 (big)
+    Phi((x - xcut) / tau), part < 0 (no split) 0.  The two weights sum to 1 for every x.
+
+    Where the weight is 1 to within 1e-19 (|z| > 9 on its upper side) it is taken as 1 (an error far
+    below the declared quadrature error of the MGF).
+    """
+    if part < 0:
+        return 0.0
+    z = (xcut - x) / tau if part == 0 else (x - xcut) / tau
+    if z > 9.0:
+        return 0.0
+    return log_ndtr(z)
+
+
+@njit(cache=True)
+def _weighted_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span):  # pragma: no cover - compiled
+    """(fmax, a, b) for a split part: the maximum of the real exponent f(x) = -x^2/2 + wr l(x) + log w(x)
+    and an interval [a, b] holding every x with f(x) > fmax - span.
+
+    A coarse scan of [lo, hi] (the unsplit window) plus a fine scan (step tau/4) of the weight's edge
+    [xcut - 12 tau - 1, xcut + |wr| mu tau^2 + 12 tau + 1] (the weight's Gaussian tail lets the tilt
+    push mass at most ~ |wr| mu tau^2 past the edge); coarse points inside the fine range are left to
+    the fine scan, and each found point widens the interval by its scan's step.
+    """
+    ncoarse = 600
+    step = (hi - lo) / ncoarse
+    lo2 = xcut - 12.0 * tau - 1.0
+    hi2 = xcut + abs(wr) * mu * tau * tau + 12.0 * tau + 1.0
+    nfine = int(min(4000.0, math.ceil(4.0 * (hi2 - lo2) / tau)))
+    step2 = (hi2 - lo2) / nfine
+    fmax = -np.inf
+    for i in range(ncoarse + 1):
+        x = lo + i * step
+        f = -0.5 * x * x + wr * _ell(x, q, mu, lq, l1q) + split_log_weight(x, xcut, tau, part)
+        if f > fmax:
+            fmax = f
+    for i in range(nfine + 1):
+        x = lo2 + i * step2
+        f = -0.5 * x * x + wr * _ell(x, q, mu, lq, l1q) + split_log_weight(x, xcut, tau, part)
+        if f > fmax:
+            fmax = f
+    a = np.inf
+    b = -np.inf
+    for i in range(ncoarse + 1):
+        x = lo + i * step
+        if lo2 <= x <= hi2:
+            continue
+        if -0.5 * x * x + wr * _ell(x, q, mu, lq, l1q) + split_log_weight(x, xcut, tau, part) > fmax - span:
+            a = min(a, x - step)
+            b = max(b, x + step)
+    for i in range(nfine + 1):
+        x = lo2 + i * step2
+        if -0.5 * x * x + wr * _ell(x, q, mu, lq, l1q) + split_log_weight(x, xcut, tau, part) > fmax - span:
+            a = min(a, x - step2)
+            b = max(b, x + step2)
+    if not a < b:
+        a = lo
+        b = hi
+    return fmax, a, b
+
+
+@njit(cache=True)
+def sg_log_mgf(s_re, s_im, q, mu, add, dx_max, span, xcut=0.0, tau=1.0, part=-1):
+    # pragma: no cover - compiled
     """log E_{x~N(0,1)}[exp(w l(x))] for w = s + 1 (remove) or w = -s (add), s = s_re + i s_im.
 
     Remove pair: P = (1-q)N(0,1) + q N(mu,1), Q = N(0,1): M(s) = E_Q[(p/q)^{s+1}].
     Add pair (swap): L' = -l(x) under Q = N(0,1): M(s) = E_Q[(p/q)^{-s}].
     Trapezoid rule in x (the integrand is analytic in |Im x| < pi/mu, so it converges geometrically)
     over the region where the real part of the exponent is within ``span`` of its maximum.
+
+    ``part`` >= 0: the same integral with the split weight ``split_log_weight(x, xcut, tau, part)``
+    inside (the MGF of the core (0) or big (1) part of the P-measure, split by the output x; the two
+    parts add up to the whole MGF).  The weight is an entire function of x, so the rule still converges
+    geometrically once the step is a fraction of ``tau``; the window search also covers the weight's
+    edge.  ``part`` < 0 is the unsplit MGF (the same arithmetic as without the weight).
     """
     n = s_re.shape[0]
     out_re = np.empty(n)
@@ -121,27 +218,30 @@ def sg_log_mgf(s_re, s_im, q, mu, add, dx_max, span):  # pragma: no cover - comp
             reach = 14.0 + abs(wr) * mu
             lo = -reach
             hi = reach + mu
-        ncoarse = 600
-        step = (hi - lo) / ncoarse
-        fmax = -np.inf
-        for i in range(ncoarse + 1):
-            x = lo + i * step
-            f = -0.5 * x * x + wr * _ell(x, q, mu, lq, l1q)
-            if f > fmax:
-                fmax = f
-        # region where f > fmax - span (scan outward in coarse steps, with one step of margin)
-        a = lo
-        for i in range(ncoarse + 1):
-            x = lo + i * step
-            if -0.5 * x * x + wr * _ell(x, q, mu, lq, l1q) > fmax - span:
-                a = x - step
-                break
-        b = hi
-        for i in range(ncoarse, -1, -1):
-            x = lo + i * step
-            if -0.5 * x * x + wr * _ell(x, q, mu, lq, l1q) > fmax - span:
-                b = x + step
-                break
+        if part >= 0:
+            fmax, a, b = _weighted_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span)
+        else:
+            ncoarse = 600
+            step = (hi - lo) / ncoarse
+            fmax = -np.inf
+            for i in range(ncoarse + 1):
+                x = lo + i * step
+                f = -0.5 * x * x + wr * _ell(x, q, mu, lq, l1q)
+                if f > fmax:
+                    fmax = f
+            # region where f > fmax - span (scan outward in coarse steps, with one step of margin)
+            a = lo
+            for i in range(ncoarse + 1):
+                x = lo + i * step
+                if -0.5 * x * x + wr * _ell(x, q, mu, lq, l1q) > fmax - span:
+                    a = x - step
+                    break
+            b = hi
+            for i in range(ncoarse, -1, -1):
+                x = lo + i * step
+                if -0.5 * x * x + wr * _ell(x, q, mu, lq, l1q) > fmax - span:
+                    b = x + step
+                    break
         # step: geometric convergence needs dx well below the strip pi/mu and the oscillation period.
         # l'(x) = mu sig(y), l''(x) = mu^2 sig (1 - sig), y = log q + mu x - mu^2/2 - log(1 - q), are
         # increasing in x while sig <= 1/2: their maxima over [a, b + 1] (one unit of margin for the
@@ -157,6 +257,8 @@ def sg_log_mgf(s_re, s_im, q, mu, add, dx_max, span):  # pragma: no cover - comp
         # far lines: w l(x) has curvature up to |Re w| l'', which also limits the analyticity strip
         # usable by the trapezoid rule; shrink the step accordingly
         dx = min(dx, 0.5 / math.sqrt(1.0 + abs(wr) * mu * mu * s2))
+        if part >= 0:
+            dx = min(dx, 0.25 * tau)
         m = int(math.ceil((b - a) / dx))
         if m < 64:
             m = 64
@@ -167,6 +269,8 @@ def sg_log_mgf(s_re, s_im, q, mu, add, dx_max, span):  # pragma: no cover - comp
             x = a + i * dx
             ell = _ell(x, q, mu, lq, l1q)
             f = -0.5 * x * x + wr * ell - fmax
+            if part >= 0:
+                f += split_log_weight(x, xcut, tau, part)
             mag = math.exp(f)
             ph = wi * ell
             wgt = 0.5 if (i == 0 or i == m) else 1.0
@@ -200,11 +304,12 @@ def _add_peak(c, q, mu, lq, l1q):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _tilted_grid(c, q, mu, add, dx):  # pragma: no cover - compiled
+def _tilted_grid(c, q, mu, add, dx, xcut=0.0, tau=1.0, part=-1):  # pragma: no cover - compiled
     """x-grid of the e^{cL}-tilted subsampled-Gaussian density and the max of its log (for scaling).
 
     Returns (log q, log(1 - q), log sqrt(2 pi), w, lo, hi, m, gmax): the log density at x is
-    -x^2/2 - log sqrt(2 pi) + w l(x) with w = c + 1 (remove) or -c (add), on lo + i dx, i = 0..m.
+    -x^2/2 - log sqrt(2 pi) + w l(x) (+ the split weight of ``part``, see :func:`sg_log_mgf`) with
+    w = c + 1 (remove) or -c (add), on lo + i dx, i = 0..m.
     """
     lq = math.log(q)
     l1q = math.log1p(-q)
@@ -219,18 +324,22 @@ def _tilted_grid(c, q, mu, add, dx):  # pragma: no cover - compiled
         reach = 16.0 + abs(wr) * mu
         lo = -reach - 2.0 * mu
         hi = reach + 3.0 * mu
+    if part >= 0:  # the weighted density's window (as in sg_log_mgf), with room for the e^-40 ranges
+        _, lo, hi = _weighted_window(wr, q, mu, lq, l1q, min(lo, xcut - 1.0), max(hi, xcut + 1.0), xcut, tau,
+                                     part, 120.0)
     m = int(math.ceil((hi - lo) / dx))
     gmax = -np.inf
     for i in range(m + 1):
         x = lo + i * dx
-        lg = -0.5 * x * x - half_log_2pi + wr * _ell(x, q, mu, lq, l1q)
+        lg = -0.5 * x * x - half_log_2pi + wr * _ell(x, q, mu, lq, l1q) + split_log_weight(x, xcut, tau, part)
         if lg > gmax:
             gmax = lg
     return lq, l1q, half_log_2pi, wr, lo, hi, m, gmax
 
 
 @njit(cache=True)
-def sg_envelope_constants(c, q, mu, add, dx, nbins):  # pragma: no cover - compiled
+def sg_envelope_constants(c, q, mu, add, dx, nbins, xcut=0.0, tau=1.0, part=-1):
+    # pragma: no cover - compiled
     """Constants of a rigorous decay bound on |M(c + it)| / M(c) for the subsampled Gaussian.
 
     Returns (log M(c), TV, V) where, with nu the e^{cL}-tilted loss law normalised to mass 1,
@@ -241,9 +350,9 @@ def sg_envelope_constants(c, q, mu, add, dx, nbins):  # pragma: no cover - compi
     Masses come from a fine trapezoid grid (the caller applies safety factors).
     Also returns, for :func:`sg_loss_histogram`, the scale ``gmax`` and the grid mass (same scale), and
     the loss range [umin, umax] and x range [x_first, x_last] where the tilted density exceeds e^{-40}
-    of its maximum.
+    of its maximum.  ``part`` >= 0: the same for the split part's weighted density (``sg_log_mgf``).
     """
-    lq, l1q, half_log_2pi, wr, lo, hi, m, gmax = _tilted_grid(c, q, mu, add, dx)
+    lq, l1q, half_log_2pi, wr, lo, hi, m, gmax = _tilted_grid(c, q, mu, add, dx, xcut, tau, part)
     # pass 2: mass and TV of the density in the loss variable, and the range that matters
     mass = 0.0
     tv = 0.0
@@ -255,7 +364,7 @@ def sg_envelope_constants(c, q, mu, add, dx, nbins):  # pragma: no cover - compi
     for i in range(m + 1):
         x = lo + i * dx
         ell = _ell(x, q, mu, lq, l1q)
-        lg = -0.5 * x * x - half_log_2pi + wr * ell - gmax
+        lg = -0.5 * x * x - half_log_2pi + wr * ell - gmax + split_log_weight(x, xcut, tau, part)
         g = math.exp(lg)
         mass += g * dx
         if lg > -40.0:
@@ -282,7 +391,8 @@ def sg_envelope_constants(c, q, mu, add, dx, nbins):  # pragma: no cover - compi
     for i in range(m + 1):
         x = lo + i * dx
         ell = _ell(x, q, mu, lq, l1q)
-        cum += math.exp(-0.5 * x * x - half_log_2pi + wr * ell - gmax) * dx
+        cum += math.exp(-0.5 * x * x - half_log_2pi + wr * ell - gmax
+                        + split_log_weight(x, xcut, tau, part)) * dx
         if cum >= 0.5 * mass:
             umed = -ell if add else ell
             break
@@ -292,7 +402,7 @@ def sg_envelope_constants(c, q, mu, add, dx, nbins):  # pragma: no cover - compi
     for i in range(m + 1):
         x = lo + i * dx
         ell = _ell(x, q, mu, lq, l1q)
-        lg = -0.5 * x * x - half_log_2pi + wr * ell - gmax
+        lg = -0.5 * x * x - half_log_2pi + wr * ell - gmax + split_log_weight(x, xcut, tau, part)
         u = -ell if add else ell
         kf = (u - umin) / b
         if 0.0 <= kf < nbins:
@@ -314,8 +424,8 @@ def sg_envelope_constants(c, q, mu, add, dx, nbins):  # pragma: no cover - compi
 
 
 @njit(cache=True)
-def sg_loss_histogram(c, q, mu, add, dx, nb, gmax, total, umin, umax, x_first, x_last):
-    # pragma: no cover - compiled
+def sg_loss_histogram(c, q, mu, add, dx, nb, gmax, total, umin, umax, x_first, x_last, xcut=0.0, tau=1.0,
+                      part=-1):  # pragma: no cover - compiled
     """Histogram (nb equal bins) of the e^{cL}-tilted loss law of the subsampled Gaussian.
 
     Takes the scale, grid mass and ranges computed by :func:`sg_envelope_constants` (same c, q, mu,
@@ -343,7 +453,7 @@ def sg_loss_histogram(c, q, mu, add, dx, nb, gmax, total, umin, umax, x_first, x
         xm = x + 0.5 * h
         ell_b = _ell(x + h, q, mu, lq, l1q)
         ell = _ell(xm, q, mu, lq, l1q)
-        lg = -0.5 * xm * xm - half_log_2pi + wr * ell - gmax
+        lg = -0.5 * xm * xm - half_log_2pi + wr * ell - gmax + split_log_weight(xm, xcut, tau, part)
         if lg > -40.0 and abs(ell_b - ell_a) <= b:
             u = -ell if add else ell
             k = int((u - umin) / b)
@@ -435,3 +545,112 @@ def sl_middle_tv(c, q, a, add, npts):  # pragma: no cover - compiled
             tv += abs(f - prev)
         prev = f
     return first + prev + tv
+
+
+@njit(cache=True)
+def _part_step(wi, wr, q, mu, lq, l1q, b, dx_max, tau):  # pragma: no cover - compiled
+    """The trapezoid step of ``sg_log_mgf`` for one node (phase rate, curvature, weight)."""
+    yb = lq + mu * (b + 1.0) - 0.5 * mu * mu - l1q
+    sig = 1.0 / (1.0 + math.exp(-yb)) if yb > -700 else 0.0
+    s2 = sig * (1.0 - sig) if sig <= 0.5 else 0.25
+    osc = abs(wi) * mu * sig
+    dx = dx_max
+    if osc > 0:
+        dx = min(dx, 0.5 / osc)
+    dx = min(dx, 0.5 / math.sqrt(1.0 + abs(wr) * mu * mu * s2))
+    return min(dx, 0.25 * tau)
+
+
+@njit(cache=True)
+def sg_part_line_log_mgf(c, ts, q, mu, add, dx_max, span, xcut, tau, part):  # pragma: no cover - compiled
+    """``sg_log_mgf`` of a split part (``part`` 0 or 1) at s = c + i t for every t in ``ts`` (one line).
+
+    The same trapezoid rule, window and step rule per node as ``sg_log_mgf`` (so the same declared
+    error), organised for many nodes on one line: the window depends only on Re s = c and is found
+    once; nodes are taken in blocks of 64, each block on one x-grid whose step obeys the rule of the
+    block's largest |t| (a finer step than a node needs only lowers its error); on that grid the
+    magnitudes and losses are computed once, and the phases e^{i t l(x)} of equally spaced nodes by
+    rotation with e^{i h l(x)}, re-anchored by exact cos/sin every 16 nodes (adds < 40 ulps relative
+    to the sum of moduli, far below the declared error).
+    """
+    n = ts.shape[0]
+    out_re = np.empty(n)
+    out_im = np.empty(n)
+    if n == 0:
+        return out_re, out_im
+    lq = math.log(q)
+    l1q = math.log1p(-q)
+    half_log_2pi = 0.5 * math.log(2.0 * math.pi)
+    sgn = -1.0 if add else 1.0
+    wr = -c if add else c + 1.0
+    if wr <= 0.0:
+        xp = _add_peak(-wr, q, mu, lq, l1q)
+        lo = xp - 14.0 - math.sqrt(2.0 * span)
+        hi = xp + 14.0 + math.sqrt(2.0 * span)
+    else:
+        reach = 14.0 + abs(wr) * mu
+        lo = -reach
+        hi = reach + mu
+    fmax, a, b = _weighted_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span)
+    blk = 64
+    for start in range(0, n, blk):
+        stop = min(n, start + blk)
+        tmax = 0.0
+        for k in range(start, stop):
+            tmax = max(tmax, abs(ts[k]))
+        dx = _part_step(tmax, wr, q, mu, lq, l1q, b, dx_max, tau)
+        m = int(math.ceil((b - a) / dx))
+        if m < 64:
+            m = 64
+        dx = (b - a) / m
+        g = np.empty(m + 1)
+        el = np.empty(m + 1)
+        for i in range(m + 1):
+            x = a + i * dx
+            ell = _ell(x, q, mu, lq, l1q)
+            f = -0.5 * x * x + wr * ell - fmax + split_log_weight(x, xcut, tau, part)
+            wgt = 0.5 if (i == 0 or i == m) else 1.0
+            g[i] = wgt * math.exp(f)
+            el[i] = sgn * ell  # (add: the phase of e^{-i t l})
+        # equally spaced nodes in this block: rotations
+        h = ts[start + 1] - ts[start] if stop - start > 1 else 0.0
+        even = True
+        for k in range(start + 1, stop):
+            if abs((ts[k] - ts[start]) - (k - start) * h) > 1e-12 * (abs(ts[k]) + 1.0):
+                even = False
+                break
+        zr = np.empty(m + 1)
+        zi = np.empty(m + 1)
+        rr = np.empty(m + 1)
+        ri = np.empty(m + 1)
+        for k in range(start, stop):
+            t = ts[k]
+            anchor = (not even) or ((k - start) % 16 == 0)
+            acc_re = 0.0
+            acc_im = 0.0
+            if anchor:
+                for i in range(m + 1):
+                    ph = t * el[i]
+                    zr[i] = math.cos(ph)
+                    zi[i] = math.sin(ph)
+                    acc_re += g[i] * zr[i]
+                    acc_im += g[i] * zi[i]
+                if even and k == start:
+                    for i in range(m + 1):
+                        ph = h * el[i]
+                        rr[i] = math.cos(ph)
+                        ri[i] = math.sin(ph)
+            else:
+                for i in range(m + 1):
+                    xr = zr[i] * rr[i] - zi[i] * ri[i]
+                    xi = zr[i] * ri[i] + zi[i] * rr[i]
+                    zr[i] = xr
+                    zi[i] = xi
+                    acc_re += g[i] * xr
+                    acc_im += g[i] * xi
+            acc_re *= dx
+            acc_im *= dx
+            modulus = math.sqrt(acc_re * acc_re + acc_im * acc_im)
+            out_re[k] = math.log(modulus) + fmax - half_log_2pi
+            out_im[k] = math.atan2(acc_im, acc_re)
+    return out_re, out_im

@@ -44,6 +44,7 @@ from ._poisson_kernels import (
     sg_envelope_constants,
     sg_log_mgf,
     sg_loss_histogram,
+    sg_part_line_log_mgf,
     sl_middle_log_mgf,
     sl_middle_tv,
 )
@@ -104,6 +105,45 @@ def _interpolate_cgf(alpha: np.ndarray, int_eps) -> np.ndarray:
     k = np.where(hi == lo, k_lo, (1.0 - frac) * k_lo + frac * k_hi)
     out[fin] = k / (af - 1.0)
     return out
+
+
+def sg_envelope(c: float, q: float, mu: float, add: bool, dx: float, xcut: float = 0.0, tau: float = 1.0,
+                part: int = -1):
+    """t -> log of a bound on |M(c + it')| for all |t'| >= t, for the subsampled Gaussian (0 < q < 1) or,
+    with ``part`` >= 0, for one part of its split P-measure (see :class:`SubsampledGaussian`'s
+    ``log_envelope_fn`` for the bound; the same construction on the part's weighted density)."""
+    log_mc, tv_norm, v_fine, *scale_and_range = sg_envelope_constants(c, q, mu, add, dx, 1 << 14,
+                                                                      xcut, tau, part)
+    if not math.isfinite(tv_norm):
+        # the loss density's total variation overflowed (tiny sigma: the density in the loss variable
+        # exceeds e^700 near log(1 - q)); keep only the trivial bound |M(c + it)| <= M(c)
+        return lambda t: log_mc
+    if not math.isfinite(v_fine):
+        v_fine = 0.0  # V >= 0 always holds (a smaller V only weakens the bound)
+    tv_norm *= 1.1
+    t_max = 2.0 * tv_norm / 1.1
+    hist = sg_loss_histogram(c, q, mu, add, dx, 1 << 13, *scale_and_range, xcut, tau, part)
+    edges, v_band = _curvature_bands(*hist, t_max)
+    v_band = 0.9 * np.maximum(v_band, v_fine)
+    with np.errstate(over="ignore", invalid="ignore"):  # t^2 V beyond float range: near bound 0
+        curv = np.where(v_band > 0.0, np.r_[0.0, edges[:-1]] ** 2 * v_band, 0.0)
+    near_at = np.sqrt(np.maximum(0.0, 1.0 - 2.0 * curv / math.pi**2))
+    # suffix maxima of the bands' left-end values (the sup of near over t' >= the band's start)
+    suffix = np.maximum.accumulate(near_at[::-1])[::-1]
+    far_cap = tv_norm / t_max
+
+    def env(t: float) -> float:
+        t = abs(t)
+        if t >= t_max:
+            val = tv_norm / t
+        else:
+            k = int(np.searchsorted(edges, t))  # band k: (edges[k-1], edges[k]]
+            near = math.sqrt(max(0.0, 1.0 - 2.0 * t * t * v_band[k] / math.pi**2))
+            later = suffix[k + 1] if k + 1 < suffix.size else 0.0
+            val = max(near, later, far_cap)
+        return log_mc + math.log(min(1.0, val) + 1e-300)
+
+    return env
 
 
 @register
@@ -188,7 +228,7 @@ class SubsampledGaussian(Mechanism):
             return s * (s + 1.0) * (mu**2 / 2.0)
         flat = s.ravel()
         re, im = sg_log_mgf(np.ascontiguousarray(flat.real), np.ascontiguousarray(flat.imag), q, mu,
-                            direction == "add", self._dx(), _SPAN)
+                            direction == "add", self._dx(), _SPAN, 0.0, 1.0, -1)
         return (re + 1j * im).reshape(s.shape)
 
     def total_variation(self, direction: str = "remove") -> float:
@@ -272,39 +312,124 @@ class SubsampledGaussian(Mechanism):
             return lambda t: -math.inf
         if q == 1.0:
             return lambda t: (c * c + c - t * t) * mu**2 / 2.0
-        add = direction == "add"
-        dx = min(0.004, 0.04 / mu)
-        log_mc, tv_norm, v_fine, *scale_and_range = sg_envelope_constants(c, q, mu, add, dx, 1 << 14)
-        if not math.isfinite(tv_norm):
-            # the loss density's total variation overflowed (tiny sigma: the density in the loss variable
-            # exceeds e^700 near log(1 - q)); keep only the trivial bound |M(c + it)| <= M(c)
-            return lambda t: log_mc
-        if not math.isfinite(v_fine):
-            v_fine = 0.0  # V >= 0 always holds (a smaller V only weakens the bound)
-        tv_norm *= 1.1
-        t_max = 2.0 * tv_norm / 1.1
-        hist = sg_loss_histogram(c, q, mu, add, dx, 1 << 13, *scale_and_range)
-        edges, v_band = _curvature_bands(*hist, t_max)
-        v_band = 0.9 * np.maximum(v_band, v_fine)
-        with np.errstate(over="ignore", invalid="ignore"):  # t^2 V beyond float range: near bound 0
-            curv = np.where(v_band > 0.0, np.r_[0.0, edges[:-1]] ** 2 * v_band, 0.0)
-        near_at = np.sqrt(np.maximum(0.0, 1.0 - 2.0 * curv / math.pi**2))
-        # suffix maxima of the bands' left-end values (the sup of near over t' >= the band's start)
-        suffix = np.maximum.accumulate(near_at[::-1])[::-1]
-        far_cap = tv_norm / t_max
+        return sg_envelope(c, q, mu, direction == "add", min(0.004, 0.04 / mu))
 
-        def env(t: float) -> float:
-            t = abs(t)
-            if t >= t_max:
-                val = tv_norm / t
-            else:
-                k = int(np.searchsorted(edges, t))  # band k: (edges[k-1], edges[k]]
-                near = math.sqrt(max(0.0, 1.0 - 2.0 * t * t * v_band[k] / math.pi**2))
-                later = suffix[k + 1] if k + 1 < suffix.size else 0.0
-                val = max(near, later, far_cap)
-            return log_mc + math.log(min(1.0, val) + 1e-300)
+    def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
+        return self.log_envelope_fn(c, direction)(t)
 
-        return env
+
+@dataclass(frozen=True)
+class SubsampledGaussianPart(Mechanism):
+    """One part of the subsampled Gaussian's P-measure of the privacy loss, split by the output x.
+
+    With x the output (unit-sensitivity scale), the remove pair's P-measure of the loss is
+    e^{l(x)} N(0, 1)(dx) pushed through x -> l(x) and the add pair's is N(0, 1)(dx) pushed through
+    x -> -l(x) (see :class:`SubsampledGaussian`).  The split weight w_core(x) = Phi((x_cut - x) / tau),
+    w_big(x) = Phi((x - x_cut) / tau) = 1 - w_core(x) cuts that measure into two non-negative measures
+    that add up to it: the *core* (small losses |L| <~ l(x_cut)) and the *big* part (the rare large
+    losses).  Each is a sub-probability measure; ``log_mgf`` is log E_P[w(x) e^{s L}] (so the two
+    MGFs add up to the mechanism's), with the same quadrature and declared error as the unsplit MGF
+    and a decay envelope built the same way on the weighted density.
+
+    Not a mechanism of its own (not registered, never composed by users): the characteristic-function
+    route composes the parts separately when the loss is near-atomic (:mod:`conversions.split`).
+    """
+
+    sigma: float
+    sample_rate: float
+    sensitivity: float
+    x_cut: float
+    tau: float
+    part: int
+
+    name = "subsampled_gaussian_part"
+    symmetric = False
+    tight = False
+    pld_available = True
+    relations = ("add_remove",)
+
+    def __post_init__(self):
+        object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
+        object.__setattr__(self, "sample_rate", V.probability("sample_rate", self.sample_rate))
+        object.__setattr__(self, "sensitivity", V.positive("sensitivity", self.sensitivity))
+        if not (0.0 < self.sample_rate < 1.0):
+            raise ValueError(f"sample_rate must lie in (0, 1) for a split, got {self.sample_rate!r}")
+        if not (isinstance(self.x_cut, int | float) and math.isfinite(self.x_cut)):
+            raise ValueError(f"x_cut must be a finite number, got {self.x_cut!r}")
+        if not (isinstance(self.tau, int | float) and 1e-3 <= self.tau <= 10.0):
+            raise ValueError(f"tau must lie in [1e-3, 10], got {self.tau!r}")
+        if self.part not in (0, 1):
+            raise ValueError(f"part must be 0 (core) or 1 (big), got {self.part!r}")
+
+    @property
+    def mu(self) -> float:
+        return self.sensitivity / self.sigma
+
+    @property
+    def log_mgf_error(self) -> float:
+        return 2e-13
+
+    def _dx(self) -> float:
+        return min(0.125, 0.25 / self.mu, 0.25 * self.tau)
+
+    def _sig_max(self) -> float:
+        """Largest l'(x) / mu over the x-range where the part's integrand matters (the core's weight
+        ends ~ one unit past x_cut; the big part reaches the Gaussian tail, where l' -> mu)."""
+        if self.part == 1:
+            return 1.0
+        q, mu = self.sample_rate, self.mu
+        y = math.log(q) + mu * (self.x_cut + 1.0) - 0.5 * mu**2 - math.log1p(-q)
+        return 1.0 if y > 0.0 else math.exp(y)
+
+    def mgf_cost(self, t_max: float) -> float:
+        # one call: the window scans (~600 + 120 / tau points) and a grid of step min(dx, 0.5 / (t l'))
+        # over ~30 units of x; nodes on one line (the contour's grids) share the scans and the grid, and
+        # cost ~ a quarter of a grid point each (a rotation instead of exp, log and cos/sin)
+        rate = 2.0 * t_max * self.mu * self._sig_max()
+        points = 30.0 * max(1.0 / self._dx(), rate) * max(1.0, self.mu / 8.0)
+        if t_max == 0.0:
+            return points + 600.0 + 120.0 / self.tau
+        return 0.25 * points + 16.0
+
+    def _env_dx(self) -> float:
+        return min(0.004, 0.04 / self.mu, self.tau / 16.0)
+
+    def envelope_cost(self, c: float) -> float:
+        return 256.0 * 30.0 / self._env_dx() * max(1.0, self.mu / 8.0)
+
+    def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
+        check_direction(direction)
+        s = as_complex_array(s)
+        flat = s.ravel()
+        args = (self.sample_rate, self.mu, direction == "add", self._dx(), _SPAN, float(self.x_cut),
+                float(self.tau), int(self.part))
+        if flat.size > 1 and np.all(flat.real == flat[0].real):  # nodes on one line: the line kernel
+            re, im = sg_part_line_log_mgf(float(flat[0].real), np.ascontiguousarray(flat.imag), *args)
+        else:
+            re, im = sg_log_mgf(np.ascontiguousarray(flat.real), np.ascontiguousarray(flat.imag), *args)
+        return (re + 1j * im).reshape(s.shape)
+
+    def mass(self, direction: str = "remove") -> float:
+        """The part's total mass, in closed form: E[Phi((a - X) / tau)] = Phi((a - m) / sqrt(1 + tau^2))
+        for X ~ N(m, 1), with P = (1 - q) N(0, 1) + q N(mu, 1) (remove) or N(0, 1) (add)."""
+        check_direction(direction)
+        sgn = 1.0 if self.part == 0 else -1.0
+        r = math.sqrt(1.0 + self.tau**2)
+        def cdf(m: float) -> float:
+            return 0.5 * math.erfc(-sgn * (self.x_cut - m) / r / math.sqrt(2.0))
+        if direction == "add":
+            return cdf(0.0)
+        return (1.0 - self.sample_rate) * cdf(0.0) + self.sample_rate * cdf(self.mu)
+
+    def total_variation(self, direction: str = "remove") -> float | None:
+        return None
+
+    def log_envelope_fn(self, c: float, direction: str = "remove"):
+        """t -> log of a bound on |M_part(c + it')| for all |t'| >= t (the subsampled Gaussian's envelope
+        construction on the part's weighted density, on a grid fine enough for the weight)."""
+        check_direction(direction)
+        return sg_envelope(c, self.sample_rate, self.mu, direction == "add", self._env_dx(),
+                           float(self.x_cut), float(self.tau), int(self.part))
 
     def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
         return self.log_envelope_fn(c, direction)(t)

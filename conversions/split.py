@@ -1,0 +1,461 @@
+"""Near-atomic splitting for the characteristic-function route: core and big parts composed apart.
+
+Why.  At small sample rates the subsampled Gaussian's privacy loss is *near-atomic*: almost all of its
+mass sits in a band of width ~q around 0 (the core), and a tiny mass carries the large losses that make
+epsilon.  The composed MGF then decays only for |t| >~ 1 / (q sqrt T) while the law spreads over O(1)
+losses, so one contour needs ~1 / (q sqrt T) nodes of O(1) spacing (millions at q = 1e-5).  Split
+apart, each part is easy: the core's sum is a narrow, smooth law (few nodes at a coarse spacing), and
+the steps with a big loss are rare (their part of the integrand decays at the big part's own scale).
+
+Identity.  Split every subsampled-Gaussian step's P-measure by its output x with the weights
+w_core(x) = Phi((x* - x) / tau) and w_big = 1 - w_core (:class:`mechanisms.subsampled.
+SubsampledGaussianPart`): M_j = a_j + b_j with a_j, b_j the MGFs of two non-negative measures.  The
+composed measure prod_j (a_j + b_j)^{*k_j} (convolution powers) is then exactly the sum of two
+non-negative measures,
+
+    core measure   C = prod_j a_j^{*k_j}                     (every split step in its core part),
+    remainder      R = prod_j (a_j + b_j)^{*k_j} - prod_j a_j^{*k_j}   (at least one big step),
+
+and delta(eps) = int f_eps d(C + R) = delta_C(eps) + delta_R(eps) with f_eps(x) = (1 - e^{eps - x})_+
+(the finite part; no infinite-loss mass is allowed in a split ledger).  Each of delta_C and delta_R is
+the contour integral of a non-negative measure's MGF (``conversions.contour`` with its own line, step
+and truncation: rigorous brackets, the contour's own error analysis).  The remainder's MGF is computed
+without cancellation as R = prod a^k (exp(sum_j k_j log1p(b_j / a_j)) - 1), and its decay envelope,
+from the monomial expansion (every term has at least one b factor, all coefficients >= 0), is
+|R(c + it)| <= prod_j (A_j + B_j)^{k_j} - prod_j A_j^{k_j} with A_j, B_j the parts' envelopes.
+Floating point: with each part's MGF within e x (its value on the real line), |Delta R| <=
+2 (e^{T e} - 1) prod_j M_j(c)^{k_j} (both products moved by at most that much), i.e. a log-error
+log1p(2 expm1(T e) M(c)^T / R(c)) relative to R(c) on the line Re s = c (``log_mgf_error_at``).
+When delta_R's Chernoff bound is below a small fraction of the target accuracy, the remainder is not
+integrated: its bracket is [0, Chernoff bound].
+
+The bracket is therefore as rigorous as the contour's; only its cost changes.  Mechanisms other than
+the subsampled Gaussian (Gaussian steps, any mechanism with a loss distribution and no infinite-loss
+mass) enter both measures as they are.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from mechanisms.base import Mechanism, check_direction
+from mechanisms.subsampled import SubsampledGaussian, SubsampledGaussianPart
+
+from . import contour as C
+
+U = 2.0**-53
+#: the remainder is only bounded (not integrated) when its Chernoff bound is below this fraction of
+#: the accuracy target (rtol x delta)
+NEGLIGIBLE = 1.0
+#: epsilon queries stop refining once the certified bracket is this narrow (relative)
+EPS_RTOL = 1e-4
+
+
+# ------------------------------------------------------------------------------------ complex helpers
+def _log1p_c(z: np.ndarray) -> np.ndarray:
+    """log(1 + z) for complex z, accurate to a few ulps of |z| when |z| is small."""
+    x, y = z.real, z.imag
+    with np.errstate(over="ignore", invalid="ignore"):
+        mod = 0.5 * np.log1p(2.0 * x + x * x + y * y)
+    return mod + 1j * np.arctan2(y, 1.0 + x)
+
+
+def _log_expm1_c(w: np.ndarray) -> np.ndarray:
+    """log(e^w - 1) for complex w (principal branch of the log; any branch serves an MGF's log)."""
+    a, b = w.real, w.imag
+    out = np.empty(w.shape, dtype=complex)
+    big = a > 1.0
+    # e^w - 1 = e^w (1 - e^{-w}): log = w + log1p(-e^{-w})
+    if np.any(big):
+        wb = w[big]
+        out[big] = wb + _log1p_c(-np.exp(-wb))
+    sm = ~big
+    if np.any(sm):
+        aa, bb = a[sm], b[sm]
+        re = np.expm1(aa) * np.cos(bb) - 2.0 * np.sin(0.5 * bb) ** 2
+        im = np.exp(aa) * np.sin(bb)
+        with np.errstate(divide="ignore"):
+            out[sm] = np.log(np.hypot(re, im)) + 1j * np.arctan2(im, re)
+    return out
+
+
+def _log_expm1(x: float) -> float:
+    if x <= 0.0:
+        return -math.inf
+    return x + math.log1p(-math.exp(-x)) if x > 30.0 else math.log(math.expm1(x))
+
+
+# ------------------------------------------------------------------------------------ the remainder
+class Remainder(Mechanism):
+    """The non-negative measure (a + b)^{*k} - a^{*k} (at least one of the k steps in its big part) as a
+    single ledger entry (count 1) for :class:`conversions.contour.ComposedPLD`.
+
+    log MGF, without cancellation: with W = k log1p(b / a) (accurate for small b / a),
+    log R = k log a + log(e^W - 1) when Re W <= 1, else k log(a + b) + log1p(-e^{-W}).
+    Error (relative to R(c) on the line Re s = c, ``log_mgf_error_at``): R is a polynomial in (a, b),
+    homogeneous of degree k with non-negative coefficients, so part values within e x a(c) and
+    e x b(c) move it by at most ((1 + e)^k - 1) R(c); the rounding of the k-fold log sums adds a few
+    ulps of k (|log a(c)| + |log b(c)| + 10) (at nodes where |log a| is larger, |R| is smaller than R(c)
+    by more than that factor).
+    """
+
+    name = "split_remainder"
+    pld_available = True
+    tight = False
+    symmetric = False
+
+    def __init__(self, core: SubsampledGaussianPart, big: SubsampledGaussianPart, count: int):
+        self.a, self.b, self.k = core, big, int(count)
+
+    def describe(self) -> str:
+        return f"remainder({self.k} x {self.a.describe()})"
+
+    def params(self) -> dict:  # (never serialised: an internal object of one query)
+        return {}
+
+    @property
+    def log_mgf_error(self) -> float:
+        return self.k * self.a.log_mgf_error  # the line-independent part; see log_mgf_error_at
+
+    def log_mgf_error_at(self, c: float, direction: str) -> float:
+        """log-error bound relative to R(c) on the line Re s = c (class docstring)."""
+        e = max(self.a.log_mgf_error, self.b.log_mgf_error)
+        la, lb = self.a.log_mgf_real(c, direction), self.b.log_mgf_real(c, direction)
+        mags = abs(la) + (abs(lb) if math.isfinite(lb) else 0.0) + 10.0
+        return self.k * math.log1p(e) * (1.0 + 1e-9) + 32.0 * U * self.k * mags
+
+    def mgf_cost(self, t_max: float) -> float:
+        return self.a.mgf_cost(t_max) + self.b.mgf_cost(t_max)
+
+    def envelope_cost(self, c: float) -> float:
+        return self.a.envelope_cost(c) + self.b.envelope_cost(c)
+
+    def total_variation(self, direction: str = "remove") -> float | None:
+        return None
+
+    def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
+        check_direction(direction)
+        s = np.asarray(s, dtype=complex)
+        la, lb = self.a.log_mgf(s, direction), self.b.log_mgf(s, direction)
+        k = self.k
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            d = lb - la
+            small = d.real < 0.0  # |b| < |a|: log1p of b / a
+            lm = np.where(small, la, lb) + _log1p_c(np.exp(np.where(small, d, -d)))  # log(a + b)
+            w = np.where(small, k * _log1p_c(np.exp(np.where(small, d, 0.0))), k * (lm - la))
+            out = np.empty(s.shape, dtype=complex)
+            lo = w.real <= 1.0
+            out[lo] = k * la[lo] + _log_expm1_c(w[lo])
+            hi = ~lo
+            out[hi] = k * lm[hi] + _log1p_c(-np.exp(-w[hi]))
+        return out
+
+    def log_mgf_real(self, c: float, direction: str = "remove") -> float:
+        la, lb = self.a.log_mgf_real(c, direction), self.b.log_mgf_real(c, direction)
+        d = lb - la
+        w = self.k * (math.log1p(math.exp(d)) if d < 30.0 else d + math.log1p(math.exp(-d)))
+        return self.k * la + _log_expm1(w)
+
+    def log_envelope_fn(self, c: float, direction: str = "remove"):
+        fa, fb = self.a.log_envelope_fn(c, direction), self.b.log_envelope_fn(c, direction)
+        log_r = self.log_mgf_real(c, direction)
+        k = self.k
+
+        def env(t: float) -> float:
+            # |R| <= (A + B)^k - A^k (every monomial has a b factor; all coefficients >= 0)
+            la, lb = float(fa(t)), float(fb(t))
+            if lb == -math.inf:
+                return -math.inf
+            if la == -math.inf:
+                return min(k * lb, log_r)
+            d = lb - la
+            w = k * (math.log1p(math.exp(d)) if d < 30.0 else d + math.log1p(math.exp(-d)))
+            return min(k * la + _log_expm1(w), log_r)
+
+        return env
+
+    def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
+        return self.log_envelope_fn(c, direction)(t)
+
+
+# ------------------------------------------------------------------------------------ the split
+def _is_split(m: Mechanism) -> bool:
+    return type(m) is SubsampledGaussian and 0.0 < m.sample_rate < 1.0
+
+
+def splittable(entries: Sequence[tuple[Mechanism, int]]) -> bool:
+    """Whether a ledger can be split: exactly one subsampled Gaussian entry with 0 < q < 1 (the rounding
+    analysis of the remainder is for one split entry), every entry with a loss distribution and no
+    infinite-loss mass."""
+    n = 0
+    for m, k in entries:
+        if int(k) <= 0:
+            continue
+        if not m.pld_available or m.infinite_loss_mass > 0.0:
+            return False
+        n += _is_split(m)
+    return n == 1
+
+
+def cut_for(m: SubsampledGaussian, ell_cut: float) -> tuple[float, float]:
+    """(x*, tau) with l(x*) = ell_cut (l(x) = log(1 - q + q e^{mu x - mu^2/2}), the loss magnitude at the
+    output x) and a weight width tau = min(0.5, 0.5 / |x*|) (sharp enough that the big part starts
+    near x*, smooth enough for a coarse quadrature)."""
+    q, mu = m.sample_rate, m.mu
+    l1q, lq = math.log1p(-q), math.log(q)
+    ell = max(ell_cut, 1e-300)
+    # l(x) = ell  <=>  q e^{y} = e^ell - (1 - q),  y = mu x - mu^2 / 2
+    d = ell - l1q  # > 0
+    y = l1q + (d + math.log1p(-math.exp(-d)) if d > 30.0 else math.log(math.expm1(d))) - lq
+    x = y / mu + mu / 2.0
+    x = min(max(x, -30.0), 60.0 + mu)
+    return x, min(0.5, 0.5 / max(1.0, abs(x)))
+
+
+class SplitComposition:
+    """The core and remainder compositions of a ledger for one direction, cut at loss ``ell_cut``."""
+
+    def __init__(self, entries: Sequence[tuple[Mechanism, int]], direction: str, ell_cut: float):
+        check_direction(direction)
+        self.direction = direction
+        self.ell_cut = float(ell_cut)
+        if not splittable(entries):
+            raise ValueError("the ledger cannot be split: it needs exactly one subsampled Gaussian entry "
+                             "with 0 < q < 1 and no infinite-loss mass")
+        others = []
+        for m, k in entries:
+            if int(k) <= 0:
+                continue
+            if _is_split(m):
+                x, tau = cut_for(m, ell_cut)
+                a = SubsampledGaussianPart(m.sigma, m.sample_rate, m.sensitivity, x, tau, 0)
+                b = SubsampledGaussianPart(m.sigma, m.sample_rate, m.sensitivity, x, tau, 1)
+                self.cut, split_k = (x, tau), int(k)
+            else:
+                others.append((m, int(k)))
+        self.core = C.ComposedPLD([(a, split_k)] + others, direction)
+        self.remainder = Remainder(a, b, split_k)
+        self.rem = C.ComposedPLD([(self.remainder, 1)] + others, direction)
+
+    def start_query(self, work_limit: float, time_limit: float) -> None:
+        self.core.start_query(work_limit / 2.0, time_limit)
+        self.rem.start_query(work_limit / 2.0, time_limit)
+
+    def stop_query(self) -> None:
+        self.core.stop_query()
+        self.rem.stop_query()
+
+
+def default_cut(eps_ref: float) -> float:
+    """The loss at which to split: a quarter of the epsilon of interest (a single big step then carries a
+    sizeable share of it, while the core's sum stays narrow)."""
+    return max(eps_ref, 1e-9) / 4.0
+
+
+# ------------------------------------------------------------------------------------ queries
+def _add_up(a: float, b: float) -> float:
+    s = a + b
+    return min(1.0, math.nextafter(s, math.inf)) if s > 0.0 else 0.0
+
+
+def _add_dn(a: float, b: float) -> float:
+    s = a + b
+    return max(0.0, math.nextafter(s, 0.0)) if s > 0.0 else 0.0
+
+
+class _PartGrid:
+    """One measure (core or remainder) evaluated on its own contour, or bounded by Chernoff alone."""
+
+    def __init__(self, pld: C.ComposedPLD, eps_ref: float, log_target: float, skip_if_capped: bool,
+                 rtol: float, chernoff_only: bool = False):
+        self.pld = pld
+        self.grid = None
+        self.c_ch = pld.saddle(eps_ref)
+        self.log_ch0 = pld.chernoff_log_delta(self.c_ch, eps_ref)
+        if not chernoff_only:
+            plan = C._best_plan(pld, eps_ref, log_target)
+            self.grid = C._Grid(pld, C._check_plan(pld, plan, skip_if_capped, rtol))
+        self._memo: dict = {}
+
+    def chernoff_up(self, eps: float) -> float:
+        """Rigorous upper bound on this measure's delta(eps): kappa(c) M(c) e^{-c eps} on the fixed line
+        (rounded up: the declared MGF error and a few ulps of the exponent's summands)."""
+        c = self.c_ch
+        lx = self.pld.chernoff_log_delta(c, eps) + self.pld.mgf_err_at(c)
+        lx += C._cheap_chernoff_margin(self.pld, c, eps, lx)
+        return C._exp_up(lx) if lx < 0.0 else 1.0
+
+    def bounds(self, eps: float) -> tuple[float, float, float]:
+        """(estimate, lower, upper) of this measure's delta(eps)."""
+        r = self._memo.get(eps)
+        if r is None:
+            if self.grid is None:
+                up = self.chernoff_up(eps)
+                r = (0.5 * up, 0.0, up)
+            else:
+                est, lo, up, _ = C._combine(self.pld, self.grid, eps)
+                up = min(up, self.chernoff_up(eps))
+                r = (min(est, up), min(lo, up), up)
+            self._memo[eps] = r
+        return r
+
+    def details(self) -> dict:
+        if self.grid is None:
+            return {"c": self.c_ch, "nodes": 0}
+        return {"c": self.grid.c, "h": self.grid.h, "nodes": int(self.grid.t.size), "U": self.grid.u_trunc}
+
+
+#: cut candidates, as multiples of the epsilon of interest: the first at which the remainder's Chernoff
+#: bound is negligible is taken (then only the core is integrated); when none is, the last one, with both
+#: parts integrated (a lower cut keeps the core narrow when the big steps carry epsilon).
+CUT_FACTORS = (1.0, 2.0, 0.5)
+
+
+def _parts(entries, direction: str, eps_ref: float, log_target: float, skip_if_capped: bool, rtol: float,
+           ell_cut: float | None, meter: tuple[float, float], chernoff_only: bool = False):
+    """(split, core, remainder) for a query near eps_ref (see ``CUT_FACTORS``); ``chernoff_only``: both
+    parts bounded by their Chernoff bounds (a cheap, rigorous first pass)."""
+    tgt = log_target + math.log(NEGLIGIBLE)
+    factors = CUT_FACTORS if ell_cut is None else (ell_cut / max(eps_ref, 1e-300),)
+    for i, f in enumerate(factors):
+        sc = SplitComposition(entries, direction, max(eps_ref, 1e-9) * f)
+        sc.start_query(*meter)
+        try:
+            rem_ch = _PartGrid(sc.rem, eps_ref, log_target, False, rtol, chernoff_only=True)
+            if rem_ch.log_ch0 >= tgt and i < len(factors) - 1:
+                continue
+            core_ch = _PartGrid(sc.core, eps_ref, log_target, False, rtol, chernoff_only=True)
+            if chernoff_only:
+                return sc, core_ch, rem_ch
+            core = (core_ch if core_ch.log_ch0 < tgt
+                    else _PartGrid(sc.core, eps_ref, log_target, skip_if_capped, rtol))
+            rem = (rem_ch if rem_ch.log_ch0 < tgt
+                   else _PartGrid(sc.rem, eps_ref, log_target, skip_if_capped, rtol))
+            return sc, core, rem
+        finally:
+            sc.stop_query()
+    raise AssertionError("unreachable")
+
+
+def _bracket(core: _PartGrid, rem: _PartGrid, eps: float) -> tuple[float, float, float]:
+    e1, l1, u1 = core.bounds(eps)
+    e2, l2, u2 = rem.bounds(eps)
+    up = _add_up(u1, u2)
+    lo = min(_add_dn(l1, l2), up)
+    return min(max(e1 + e2, lo), up), lo, up
+
+
+def split_delta_bounds(entries, eps: float, direction: str = "remove", rtol: float = 1e-8, *,
+                       skip_if_capped: bool = False, work_limit: float | None = None,
+                       ell_cut: float | None = None) -> C.DeltaBounds:
+    """Certified bracket on delta(eps) (one direction) by the near-atomic split (module docstring).
+
+    Raises :class:`conversions.contour.WouldBeCapped` (with ``skip_if_capped``) when a part's contour
+    would be capped, and :class:`conversions.contour.WorkLimitReached` past the work limit: the caller
+    then falls back to another route.
+    """
+    full = C.ComposedPLD(entries, direction)
+    if eps < 0.0 or not full.entries:
+        raise ValueError("the split route answers eps >= 0 for a non-empty ledger")
+    meter = (C.QUERY_WORK_LIMIT if work_limit is None else work_limit, C.QUERY_TIME_LIMIT)
+    full.start_query(*meter)
+    try:
+        c = full.saddle(eps)
+        log_target = full.chernoff_log_delta(c, eps) + math.log(rtol) - math.log(1e3)
+    finally:
+        full.stop_query()
+    best = None
+    for _ in range(3):
+        sc, core, rem = _parts(entries, direction, eps, log_target, skip_if_capped, rtol, ell_cut, meter)
+        sc.start_query(*meter)
+        try:
+            est, lo, up = _bracket(core, rem, eps)
+        finally:
+            sc.stop_query()
+        if best is None or up - lo < best[2] - best[1]:
+            best = (est, lo, up, sc, core, rem)
+        if up - lo <= rtol * max(est, 1e-300) or est <= 0.0:
+            break
+        log_target = math.log(max(est, 1e-300)) + math.log(rtol) - math.log(8.0)
+    est, lo, up, sc, core, rem = best
+    if full.tv_bound is not None:
+        up = min(up, full.tv_bound)
+        lo = min(lo, up)
+    det = {"split": True, "ell_cut": sc.ell_cut, "core": core.details(), "remainder": rem.details(),
+           "nodes": core.details()["nodes"] + rem.details()["nodes"]}
+    return C.DeltaBounds(eps, min(max(est, lo), up), lo, up, direction, det)
+
+
+def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: float = 1e-8, *,
+                         skip_if_capped: bool = False, work_limit: float | None = None) -> C.EpsilonBounds:
+    """Certified eps(delta) (one direction) by the near-atomic split: the smallest eps >= 0 whose certified
+    delta bracket's upper end is <= delta, and the lower end's root as the lower bound.
+
+    The line, step and cut are planned at a reference epsilon: first the Chernoff bound of the whole
+    ledger, then (cheap passes, both parts bounded by their own Chernoff bounds, which are much tighter
+    than the whole ledger's at small sample rates) the split's Chernoff bound until it settles, then up
+    to three integrated passes; the narrowest certified bracket is returned.
+    """
+    full = C.ComposedPLD(entries, direction)
+    if not (0.0 < delta < 1.0) or not full.entries:
+        raise ValueError("the split route answers 0 < delta < 1 for a non-empty ledger")
+    if full.tv_bound is not None and full.tv_bound <= delta:
+        return C.EpsilonBounds(delta, 0.0, 0.0, 0.0, direction, {"reason": "total-variation cap"})
+    meter = (C.QUERY_WORK_LIMIT if work_limit is None else work_limit, C.QUERY_TIME_LIMIT)
+    full.start_query(*meter)
+    try:
+        hi, c_ch = C._chernoff_eps_opt(full, delta)
+        hi_cert = hi + full.mgf_err_at(c_ch) / c_ch
+    finally:
+        full.stop_query()
+    log_target = math.log(delta) + math.log(rtol) - math.log(8.0)
+    best = None
+    best_det: dict = {}
+
+    def solve(core, rem):
+        def up_fn(e):
+            return _bracket(core, rem, e)[2]
+
+        def lo_fn(e):
+            return _bracket(core, rem, e)[1]
+
+        return C._solve(full, delta, up_fn, lo_fn, hi, {}, slope=c_ch)
+
+    eps_ref = hi
+    for _ in range(8):  # cheap passes
+        sc, core, rem = _parts(entries, direction, eps_ref, log_target, False, rtol, None, meter, True)
+        sc.start_query(*meter)
+        try:
+            r = solve(core, rem)
+        finally:
+            sc.stop_query()
+        if best is None or r.upper < best.upper:
+            best = r
+        if not (0.0 < r.upper < 0.9 * eps_ref):
+            break
+        eps_ref = r.upper
+    eps_ref = best.upper
+    for i in range(3):  # integrated passes (the first at a low cut: robust while eps_ref is rough)
+        cut = 0.5 * eps_ref if i == 0 else None
+        sc, core, rem = _parts(entries, direction, eps_ref, log_target, skip_if_capped, rtol, cut, meter)
+        sc.start_query(*meter)
+        try:
+            r = solve(core, rem)
+        finally:
+            sc.stop_query()
+        if r.upper - r.lower < best.upper - best.lower or r.upper < best.lower:
+            best = r
+            best_det = {"split": True, "ell_cut": sc.ell_cut, "core": core.details(),
+                        "remainder": rem.details(),
+                        "nodes": core.details()["nodes"] + rem.details()["nodes"], "chernoff_eps": hi}
+        if r.upper - r.lower <= EPS_RTOL * max(r.upper, 1e-12) or r.upper == 0.0:
+            break
+        if i > 0 and abs(r.upper - eps_ref) <= 0.05 * eps_ref:
+            break  # planned at the answer already: another pass would give the same grid
+        eps_ref = best.upper
+    upper = min(best.upper, hi_cert)
+    return C.EpsilonBounds(delta, min(best.estimate, upper), min(best.lower, upper), upper, direction,
+                           best_det)
