@@ -37,6 +37,7 @@ mass) enter both measures as they are.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -52,6 +53,29 @@ U = 2.0**-53
 NEGLIGIBLE = 1.0
 #: epsilon queries stop refining once the certified bracket is this narrow (relative)
 EPS_RTOL = 1e-4
+
+
+class _Meter:
+    """One work and time budget for a whole split query (every pass, both parts): the contours' meters
+    are started with what is left and charged back after each step."""
+
+    def __init__(self, work_limit: float | None):
+        self.left = C.QUERY_WORK_LIMIT if work_limit is None else float(work_limit)
+        self.deadline = time.monotonic() + C.QUERY_TIME_LIMIT
+
+    def run(self, plds, fn):
+        t_left = self.deadline - time.monotonic()
+        if self.left <= 0.0 or t_left <= 0.0:
+            raise C.WorkLimitReached("the near-atomic split reached its per-query work limit")
+        for p in plds:
+            p.start_query(self.left, t_left)
+        try:
+            return fn()
+        finally:
+            used = sum(self.left - p._work_left for p in plds)
+            for p in plds:
+                p.stop_query()
+            self.left -= used
 
 
 # ------------------------------------------------------------------------------------ complex helpers
@@ -240,13 +264,9 @@ class SplitComposition:
         self.remainder = Remainder(a, b, split_k)
         self.rem = C.ComposedPLD([(self.remainder, 1)] + others, direction)
 
-    def start_query(self, work_limit: float, time_limit: float) -> None:
-        self.core.start_query(work_limit / 2.0, time_limit)
-        self.rem.start_query(work_limit / 2.0, time_limit)
-
-    def stop_query(self) -> None:
-        self.core.stop_query()
-        self.rem.stop_query()
+    @property
+    def plds(self) -> tuple[C.ComposedPLD, C.ComposedPLD]:
+        return self.core, self.rem
 
 
 def default_cut(eps_ref: float) -> float:
@@ -315,28 +335,31 @@ CUT_FACTORS = (1.0, 2.0, 0.5)
 
 
 def _parts(entries, direction: str, eps_ref: float, log_target: float, skip_if_capped: bool, rtol: float,
-           ell_cut: float | None, meter: tuple[float, float], chernoff_only: bool = False):
+           ell_cut: float | None, meter: _Meter, chernoff_only: bool = False):
     """(split, core, remainder) for a query near eps_ref (see ``CUT_FACTORS``); ``chernoff_only``: both
     parts bounded by their Chernoff bounds (a cheap, rigorous first pass)."""
     tgt = log_target + math.log(NEGLIGIBLE)
     factors = CUT_FACTORS if ell_cut is None else (ell_cut / max(eps_ref, 1e-300),)
+    n_factors = len(factors)
     for i, f in enumerate(factors):
         sc = SplitComposition(entries, direction, max(eps_ref, 1e-9) * f)
-        sc.start_query(*meter)
-        try:
-            rem_ch = _PartGrid(sc.rem, eps_ref, log_target, False, rtol, chernoff_only=True)
-            if rem_ch.log_ch0 >= tgt and i < len(factors) - 1:
-                continue
-            core_ch = _PartGrid(sc.core, eps_ref, log_target, False, rtol, chernoff_only=True)
+
+        def plan(_sc=sc, _last=(i == n_factors - 1)):
+            rem_ch = _PartGrid(_sc.rem, eps_ref, log_target, False, rtol, chernoff_only=True)
+            if rem_ch.log_ch0 >= tgt and not _last:
+                return None
+            core_ch = _PartGrid(_sc.core, eps_ref, log_target, False, rtol, chernoff_only=True)
             if chernoff_only:
-                return sc, core_ch, rem_ch
+                return _sc, core_ch, rem_ch
             core = (core_ch if core_ch.log_ch0 < tgt
-                    else _PartGrid(sc.core, eps_ref, log_target, skip_if_capped, rtol))
+                    else _PartGrid(_sc.core, eps_ref, log_target, skip_if_capped, rtol))
             rem = (rem_ch if rem_ch.log_ch0 < tgt
-                   else _PartGrid(sc.rem, eps_ref, log_target, skip_if_capped, rtol))
-            return sc, core, rem
-        finally:
-            sc.stop_query()
+                   else _PartGrid(_sc.rem, eps_ref, log_target, skip_if_capped, rtol))
+            return _sc, core, rem
+
+        out = meter.run(sc.plds, plan)
+        if out is not None:
+            return out
     raise AssertionError("unreachable")
 
 
@@ -360,21 +383,17 @@ def split_delta_bounds(entries, eps: float, direction: str = "remove", rtol: flo
     full = C.ComposedPLD(entries, direction)
     if eps < 0.0 or not full.entries:
         raise ValueError("the split route answers eps >= 0 for a non-empty ledger")
-    meter = (C.QUERY_WORK_LIMIT if work_limit is None else work_limit, C.QUERY_TIME_LIMIT)
-    full.start_query(*meter)
-    try:
+    meter = _Meter(work_limit)
+
+    def start() -> float:
         c = full.saddle(eps)
-        log_target = full.chernoff_log_delta(c, eps) + math.log(rtol) - math.log(1e3)
-    finally:
-        full.stop_query()
+        return full.chernoff_log_delta(c, eps) + math.log(rtol) - math.log(1e3)
+
+    log_target = meter.run((full,), start)
     best = None
     for _ in range(3):
         sc, core, rem = _parts(entries, direction, eps, log_target, skip_if_capped, rtol, ell_cut, meter)
-        sc.start_query(*meter)
-        try:
-            est, lo, up = _bracket(core, rem, eps)
-        finally:
-            sc.stop_query()
+        est, lo, up = meter.run(sc.plds, lambda _c=core, _r=rem: _bracket(_c, _r, eps))
         if best is None or up - lo < best[2] - best[1]:
             best = (est, lo, up, sc, core, rem)
         if up - lo <= rtol * max(est, 1e-300) or est <= 0.0:
@@ -404,13 +423,13 @@ def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol:
         raise ValueError("the split route answers 0 < delta < 1 for a non-empty ledger")
     if full.tv_bound is not None and full.tv_bound <= delta:
         return C.EpsilonBounds(delta, 0.0, 0.0, 0.0, direction, {"reason": "total-variation cap"})
-    meter = (C.QUERY_WORK_LIMIT if work_limit is None else work_limit, C.QUERY_TIME_LIMIT)
-    full.start_query(*meter)
-    try:
+    meter = _Meter(work_limit)
+
+    def start():
         hi, c_ch = C._chernoff_eps_opt(full, delta)
-        hi_cert = hi + full.mgf_err_at(c_ch) / c_ch
-    finally:
-        full.stop_query()
+        return hi, c_ch, hi + full.mgf_err_at(c_ch) / c_ch
+
+    hi, c_ch, hi_cert = meter.run((full,), start)
     log_target = math.log(delta) + math.log(rtol) - math.log(8.0)
     best = None
     best_det: dict = {}
@@ -427,35 +446,36 @@ def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol:
     eps_ref = hi
     for _ in range(8):  # cheap passes
         sc, core, rem = _parts(entries, direction, eps_ref, log_target, False, rtol, None, meter, True)
-        sc.start_query(*meter)
-        try:
-            r = solve(core, rem)
-        finally:
-            sc.stop_query()
+        r = meter.run(sc.plds, lambda _c=core, _r=rem: solve(_c, _r))
         if best is None or r.upper < best.upper:
             best = r
         if not (0.0 < r.upper < 0.9 * eps_ref):
             break
         eps_ref = r.upper
     eps_ref = best.upper
+    integrated = False
+    capped: Exception | None = None
     for i in range(3):  # integrated passes (the first at a low cut: robust while eps_ref is rough)
         cut = 0.5 * eps_ref if i == 0 else None
-        sc, core, rem = _parts(entries, direction, eps_ref, log_target, skip_if_capped, rtol, cut, meter)
-        sc.start_query(*meter)
         try:
-            r = solve(core, rem)
-        finally:
-            sc.stop_query()
-        if r.upper - r.lower < best.upper - best.lower or r.upper < best.lower:
+            sc, core, rem = _parts(entries, direction, eps_ref, log_target, skip_if_capped, rtol, cut, meter)
+        except C.WouldBeCapped as exc:  # this cut or line cannot be integrated: try the next pass
+            capped = exc
+            continue
+        r = meter.run(sc.plds, lambda _c=core, _r=rem: solve(_c, _r))
+        if not integrated or r.upper - r.lower < best.upper - best.lower or r.upper < best.lower:
             best = r
             best_det = {"split": True, "ell_cut": sc.ell_cut, "core": core.details(),
                         "remainder": rem.details(),
                         "nodes": core.details()["nodes"] + rem.details()["nodes"], "chernoff_eps": hi}
+        integrated = True
         if r.upper - r.lower <= EPS_RTOL * max(r.upper, 1e-12) or r.upper == 0.0:
             break
         if i > 0 and abs(r.upper - eps_ref) <= 0.05 * eps_ref:
             break  # planned at the answer already: another pass would give the same grid
         eps_ref = best.upper
+    if not integrated and capped is not None:
+        raise capped
     upper = min(best.upper, hi_cert)
     return C.EpsilonBounds(delta, min(best.estimate, upper), min(best.lower, upper), upper, direction,
                            best_det)
