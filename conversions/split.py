@@ -290,13 +290,13 @@ class _PartGrid:
     """One measure (core or remainder) evaluated on its own contour, or bounded by Chernoff alone."""
 
     def __init__(self, pld: C.ComposedPLD, eps_ref: float, log_target: float, skip_if_capped: bool,
-                 rtol: float, chernoff_only: bool = False):
+                 rtol: float, chernoff_only: bool = False, c_hint: float | None = None):
         self.pld = pld
         self.grid = None
-        self.c_ch = pld.saddle(eps_ref)
+        self.c_ch = pld.saddle(eps_ref) if c_hint is None else pld.saddle_near(eps_ref, c_hint)
         self.log_ch0 = pld.chernoff_log_delta(self.c_ch, eps_ref)
         if not chernoff_only:
-            plan = C._best_plan(pld, eps_ref, log_target)
+            plan = C._best_plan(pld, eps_ref, log_target, c_hint=self.c_ch)
             self.grid = C._Grid(pld, C._check_plan(pld, plan, skip_if_capped, rtol))
         self._memo: dict = {}
 
@@ -335,9 +335,11 @@ CUT_FACTORS = (1.0, 2.0, 0.5)
 
 
 def _parts(entries, direction: str, eps_ref: float, log_target: float, skip_if_capped: bool, rtol: float,
-           ell_cut: float | None, meter: _Meter, chernoff_only: bool = False):
+           ell_cut: float | None, meter: _Meter, chernoff_only: bool = False, hints: dict | None = None):
     """(split, core, remainder) for a query near eps_ref (see ``CUT_FACTORS``); ``chernoff_only``: both
-    parts bounded by their Chernoff bounds (a cheap, rigorous first pass)."""
+    parts bounded by their Chernoff bounds (a cheap, rigorous first pass).  ``hints`` (updated): the lines
+    found by the previous pass, where the line searches start."""
+    hints = {} if hints is None else hints
     tgt = log_target + math.log(NEGLIGIBLE)
     factors = CUT_FACTORS if ell_cut is None else (ell_cut / max(eps_ref, 1e-300),)
     n_factors = len(factors)
@@ -345,16 +347,18 @@ def _parts(entries, direction: str, eps_ref: float, log_target: float, skip_if_c
         sc = SplitComposition(entries, direction, max(eps_ref, 1e-9) * f)
 
         def plan(_sc=sc, _last=(i == n_factors - 1)):
-            rem_ch = _PartGrid(_sc.rem, eps_ref, log_target, False, rtol, chernoff_only=True)
+            rem_ch = _PartGrid(_sc.rem, eps_ref, log_target, False, rtol, True, hints.get("rem"))
+            hints["rem"] = rem_ch.c_ch
             if rem_ch.log_ch0 >= tgt and not _last:
                 return None
-            core_ch = _PartGrid(_sc.core, eps_ref, log_target, False, rtol, chernoff_only=True)
+            core_ch = _PartGrid(_sc.core, eps_ref, log_target, False, rtol, True, hints.get("core"))
+            hints["core"] = core_ch.c_ch
             if chernoff_only:
                 return _sc, core_ch, rem_ch
             core = (core_ch if core_ch.log_ch0 < tgt
-                    else _PartGrid(_sc.core, eps_ref, log_target, skip_if_capped, rtol))
+                    else _PartGrid(_sc.core, eps_ref, log_target, skip_if_capped, rtol, False, core_ch.c_ch))
             rem = (rem_ch if rem_ch.log_ch0 < tgt
-                   else _PartGrid(_sc.rem, eps_ref, log_target, skip_if_capped, rtol))
+                   else _PartGrid(_sc.rem, eps_ref, log_target, skip_if_capped, rtol, False, rem_ch.c_ch))
             return _sc, core, rem
 
         out = meter.run(sc.plds, plan)
@@ -444,8 +448,9 @@ def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol:
         return C._solve(full, delta, up_fn, lo_fn, hi, {}, slope=c_ch)
 
     eps_ref = hi
+    hints: dict = {}
     for _ in range(8):  # cheap passes
-        sc, core, rem = _parts(entries, direction, eps_ref, log_target, False, rtol, None, meter, True)
+        sc, core, rem = _parts(entries, direction, eps_ref, log_target, False, rtol, None, meter, True, hints)
         r = meter.run(sc.plds, lambda _c=core, _r=rem: solve(_c, _r))
         if best is None or r.upper < best.upper:
             best = r
@@ -458,7 +463,8 @@ def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol:
     for i in range(3):  # integrated passes (the first at a low cut: robust while eps_ref is rough)
         cut = 0.5 * eps_ref if i == 0 else None
         try:
-            sc, core, rem = _parts(entries, direction, eps_ref, log_target, skip_if_capped, rtol, cut, meter)
+            sc, core, rem = _parts(entries, direction, eps_ref, log_target, skip_if_capped, rtol, cut, meter,
+                                   hints=hints)
         except C.WouldBeCapped as exc:  # this cut or line cannot be integrated: try the next pass
             capped = exc
             continue

@@ -360,6 +360,9 @@ class SubsampledGaussianPart(Mechanism):
             raise ValueError(f"tau must lie in [1e-3, 10], got {self.tau!r}")
         if self.part not in (0, 1):
             raise ValueError(f"part must be 0 (core) or 1 (big), got {self.part!r}")
+        # log M at real points, memoised for the life of this (query-local, never user-facing) object:
+        # the line searches of the split's passes revisit the same points
+        object.__setattr__(self, "_real", {})
 
     @property
     def mu(self) -> float:
@@ -409,6 +412,13 @@ class SubsampledGaussianPart(Mechanism):
         else:
             re, im = sg_log_mgf(np.ascontiguousarray(flat.real), np.ascontiguousarray(flat.imag), *args)
         return (re + 1j * im).reshape(s.shape)
+
+    def log_mgf_real(self, c: float, direction: str = "remove") -> float:
+        key = (float(c), direction)
+        v = self._real.get(key)
+        if v is None:
+            v = self._real[key] = float(self.log_mgf(np.array([complex(c)]), direction)[0].real)
+        return v
 
     def mass(self, direction: str = "remove") -> float:
         """The part's total mass, in closed form: E[Phi((a - X) / tau)] = Phi((a - m) / sqrt(1 + tau^2))
