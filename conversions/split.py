@@ -344,7 +344,12 @@ def _parts(entries, direction: str, eps_ref: float, log_target: float, skip_if_c
     factors = CUT_FACTORS if ell_cut is None else (ell_cut / max(eps_ref, 1e-300),)
     n_factors = len(factors)
     for i, f in enumerate(factors):
-        sc = SplitComposition(entries, direction, max(eps_ref, 1e-9) * f)
+        # cuts on a 2^(1/2) grid: passes at nearby reference epsilons share the parts (their memoised
+        # MGF values) and the compositions (their per-line envelopes)
+        cut = 2.0 ** (round(2.0 * math.log2(max(eps_ref, 1e-9) * f)) / 2.0)
+        sc = hints.get(("split", cut))
+        if sc is None:
+            sc = hints["split", cut] = SplitComposition(entries, direction, cut)
 
         def plan(_sc=sc, _last=(i == n_factors - 1)):
             rem_ch = _PartGrid(_sc.rem, eps_ref, log_target, False, rtol, True, hints.get("rem"))
@@ -395,8 +400,10 @@ def split_delta_bounds(entries, eps: float, direction: str = "remove", rtol: flo
 
     log_target = meter.run((full,), start)
     best = None
+    hints: dict = {}
     for _ in range(3):
-        sc, core, rem = _parts(entries, direction, eps, log_target, skip_if_capped, rtol, ell_cut, meter)
+        sc, core, rem = _parts(entries, direction, eps, log_target, skip_if_capped, rtol, ell_cut, meter,
+                               hints=hints)
         est, lo, up = meter.run(sc.plds, lambda _c=core, _r=rem: _bracket(_c, _r, eps))
         if best is None or up - lo < best[2] - best[1]:
             best = (est, lo, up, sc, core, rem)
