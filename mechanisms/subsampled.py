@@ -82,6 +82,45 @@ def _curvature_bands(u_min: float, b: float, hist: np.ndarray, total: float,
     return edges, v
 
 
+def _x_of_loss(ell: float, q: float, mu: float) -> float:
+    """The output x with l(x) = ell, l(x) = log(1 - q + q e^{mu x - mu^2/2}) (increasing; -inf at or
+    below log(1 - q))."""
+    l1q = math.log1p(-q)
+    d = ell - l1q
+    if not d > 0.0:
+        return -math.inf
+    y = l1q + (d + math.log1p(-math.exp(-d)) if d > 30.0 else math.log(math.expm1(d))) - math.log(q)
+    return y / mu + mu / 2.0
+
+
+def _bulk_window(u_min: float, b: float, hist: np.ndarray, total: float) -> tuple[float, float] | None:
+    """[u_lo, u_hi] around the 0.5 %..99.5 % quantiles of a histogram's mass (one bin of margin), when that
+    window spans at most 1/64 of the histogram (else None: the histogram resolves the bulk already)."""
+    tot = float(hist.sum())
+    if not tot > 0.0:
+        return None
+    cum = np.cumsum(hist) / tot
+    k_lo = int(np.searchsorted(cum, 0.005))
+    k_hi = int(np.searchsorted(cum, 0.995))
+    if k_hi - k_lo + 3 > hist.size // 64:
+        return None
+    return u_min + (k_lo - 1) * b, u_min + (k_hi + 2) * b
+
+
+def _merge_bands(e1: np.ndarray, v1: np.ndarray, e2: np.ndarray,
+                 v2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bands of two ``_curvature_bands`` results (both ending at the same t_max) merged: on every band of
+    the union of the edges, the larger of the two lower bounds valid at its right end (V(pi / t) is
+    non-increasing in t, and each result's V_k holds for every t <= its own t_k)."""
+    edges = np.union1d(e1, e2)
+
+    def at(e: np.ndarray, v: np.ndarray) -> np.ndarray:
+        k = np.searchsorted(e, edges)
+        return np.where(k < e.size, v[np.minimum(k, e.size - 1)], 0.0)
+
+    return edges, np.maximum(at(e1, v1), at(e2, v2))
+
+
 def _interpolate_cgf(alpha: np.ndarray, int_eps) -> np.ndarray:
     """eps at real alpha > 1 by linear interpolation of K(a) = (a - 1) eps(a) between integers (R10).
 
@@ -124,6 +163,20 @@ def sg_envelope(c: float, q: float, mu: float, add: bool, dx: float, xcut: float
     t_max = 2.0 * tv_norm / 1.1
     hist = sg_loss_histogram(c, q, mu, add, dx, 1 << 13, *scale_and_range, xcut, tau, part)
     edges, v_band = _curvature_bands(*hist, t_max)
+    if part >= 0:
+        # a split part's tilted law can hold its bulk in a few bins of the full-range histogram (a
+        # narrow core next to a tail reaching the cut): a second, fine histogram over the bulk's window
+        # (pairs outside it dropped, which only lowers V) resolves it; per band the larger V holds
+        window = _bulk_window(*hist)
+        if window is not None:
+            gmax, total, _, _, x_first, x_last = scale_and_range
+            # walk only the outputs x whose loss falls in the window (the loss is monotone in x)
+            xs = sorted(_x_of_loss(-u if add else u, q, mu) for u in window)
+            x_a, x_b = max(x_first, xs[0] - dx), min(x_last, xs[1] + dx)
+            if x_a < x_b:
+                fine = sg_loss_histogram(c, q, mu, add, dx, 1 << 13, gmax, total, *window, x_a, x_b,
+                                         xcut, tau, part)
+                edges, v_band = _merge_bands(edges, v_band, *_curvature_bands(*fine, t_max))
     v_band = 0.9 * np.maximum(v_band, v_fine)
     with np.errstate(over="ignore", invalid="ignore"):  # t^2 V beyond float range: near bound 0
         curv = np.where(v_band > 0.0, np.r_[0.0, edges[:-1]] ** 2 * v_band, 0.0)
