@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from mechanisms import _validate as V
+from mechanisms import validation as V
 
 from ._search import largest_count
 from .privacy_accountant import PrivacyAccountant

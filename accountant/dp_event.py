@@ -58,7 +58,7 @@ import sys
 from collections.abc import Iterable
 from fractions import Fraction
 
-from mechanisms import _validate as V
+from mechanisms import validation as V
 from mechanisms.base import Mechanism
 
 #: Composition-level events and the names this module knows (others are unsupported).

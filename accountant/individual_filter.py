@@ -39,7 +39,7 @@ import numpy as np
 from numba import njit
 
 from conversions import rdp_to_dp
-from mechanisms import _validate as V
+from mechanisms import validation as V
 
 from .certificate import Certificate
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from conversions import contour, rdp_to_dp
 from conversions.bracket import Bracket
-from mechanisms import _validate as V
+from mechanisms import validation as V
 from mechanisms.base import RELATIONS, Mechanism
 
 from . import routes

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mechanisms import _validate as V
+from mechanisms import validation as V
 
 
 class NonMonotoneReportWarning(RuntimeWarning):

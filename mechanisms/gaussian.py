@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _validate as V
+from . import validation as V
 from .base import Mechanism, as_complex_array, check_direction
 from .registry import register
 

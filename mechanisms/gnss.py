@@ -52,7 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from . import _validate as V
+from . import validation as V
 from .base import Mechanism
 from .registry import register
 

@@ -50,7 +50,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtri_exp
 
-from . import _validate as V
+from . import validation as V
 from .gnss import GNSSRelease, GNSSUpperBound
 from .ptr import BOTTOM, GeneralizedPTR, releases_cost
 

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit, ndtri
 
-from . import _validate as V
+from . import validation as V
 from .gaussian import Gaussian
 from .randomized_response import ApproxDP
 

@@ -55,7 +55,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import ndtri
 
-from . import _validate as V
+from . import validation as V
 from ._numerics import log_expm1
 from .base import RELATIONS, Mechanism
 from .gaussian import Gaussian

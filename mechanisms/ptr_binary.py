@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from . import _validate as V
+from . import validation as V
 from .ptr import DataDependentLoss, PTRResult, StatRelease, generalized_ptr
 
 

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtri
 
-from . import _validate as V
+from . import validation as V
 from .ptr import DataDependentLoss, PTRResult, StatRelease, calibrate_gaussian_mu, generalized_ptr
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _validate as V
+from . import validation as V
 from .base import Mechanism
 from .ptr import BOTTOM, GeneralizedPTR, PTRResult
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _validate as V
+from . import validation as V
 from ._numerics import discrete_log_mgf
 from .base import Mechanism, UnsupportedRoute, check_direction
 from .registry import register

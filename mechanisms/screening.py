@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _validate as V
+from . import validation as V
 from ._screening_kernels import (
     log_ndtr_array,
     max_binary_kl,

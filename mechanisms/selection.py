@@ -58,7 +58,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _validate as V
+from . import validation as V
 from .base import Mechanism, UnsupportedRoute
 from .randomized_response import ApproxDP, PureDP
 from .registry import register

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _validate as V
+from . import validation as V
 from .randomized_response import _DiscreteMechanism, _rr_atoms
 from .registry import register
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from .. import _validate as V
+from .. import validation as V
 from ..base import Mechanism
 from .core import GaussianSVT, LaplaceSVT
 

@@ -25,7 +25,7 @@ from typing import ClassVar
 import numpy as np
 from numba import njit
 
-from .. import _validate as V
+from .. import validation as V
 from ..randomized_response import _AtomicPLD, rr_power_atoms
 from ..registry import register
 from . import _kernels as K

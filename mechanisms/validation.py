@@ -1,4 +1,5 @@
-"""Argument checks shared by all mechanisms: every failure names the parameter and its valid range."""
+"""Argument checks shared by all mechanisms (and by every public entry point): every failure names the
+parameter and its valid range.  Public: plug-ins validate their fields with these helpers."""
 
 from __future__ import annotations
 
