@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import validation as V
-from ._numerics import discrete_log_mgf
+from ._numerics import discrete_log_mgf, log_binomial_coefficients
 from .base import Mechanism, UnsupportedRoute, check_direction
 from .registry import register
 
@@ -50,8 +50,6 @@ def rr_power_atoms(eps: float, m: int, log_scale: float = 0.0) -> tuple[np.ndarr
     """
     if eps == 0.0:
         return np.array([0.0]), np.array([math.exp(log_scale)])
-    from conversions.atoms import log_binomial_coefficients
-
     ji = np.arange(m + 1)
     j = ji.astype(float)
     log_c = log_binomial_coefficients(m, ji)[0]  # (a few ulps of m log 2; see _AtomicPLD.log_mgf_error)

@@ -46,6 +46,7 @@ from typing import ClassVar
 import numpy as np
 
 from .. import validation as V
+from .._numerics import stirlerr
 from ..randomized_response import _AtomicPLD, rr_power_atoms
 from ..registry import register
 from . import _kernels as K
@@ -89,13 +90,6 @@ _MAX_N = 10 ** 300
 _EXACT_TERMS = 256  # sums of at most this many binomial coefficients are done in exact integers
 
 
-def _stirlerr_f(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(stirlerr(x), error) for integer-valued floats x >= 1 (see conversions.atoms._stirlerr)."""
-    from conversions.atoms import _stirlerr
-
-    return _stirlerr(x)
-
-
 def _log_comb_terms(n: int, j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(log C(n, j), absolute error bound) for integers 1 <= j <= n/2 (float array, j < 2^53), any
     integer n < 10^300: Stirling's formula with the exact remainders (Loader 2000),
@@ -107,9 +101,9 @@ def _log_comb_terms(n: int, j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     nf = float(n)
     x = j / nf
     nmj = nf - j  # (rounded for n > 2^53: relative u, covered by the ulps of the terms)
-    sn, en = _stirlerr_f(np.array([nf]))
-    sj, ej = _stirlerr_f(j)
-    sm, em = _stirlerr_f(nmj)
+    sn, en = stirlerr(np.array([nf]))
+    sj, ej = stirlerr(j)
+    sm, em = stirlerr(nmj)
     tj = j * np.log(x)
     tm = nmj * np.log1p(-x)
     half = 0.5 * (math.log(n) - _LOG_2PI - np.log(j) - np.log(nmj))
