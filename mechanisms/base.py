@@ -164,7 +164,7 @@ class Mechanism:
 
         The default covers mechanisms whose continuous part is given exactly by ``pld_exp_pieces``
         (atoms plus closed-form integrals of the exponential pieces, e.g. Laplace); atomic mechanisms
-        (``_AtomicPLD``) histogram their atoms; others return ``None``.
+        (``mechanisms.lattice.AtomicMechanism``) histogram their atoms; others return ``None``.
         """
         check_direction(direction)
         pieces = self.pld_exp_pieces(direction)

@@ -60,7 +60,7 @@ from ._numerics import log_expm1
 from .base import RELATIONS, Mechanism
 from .gaussian import Gaussian
 from .laplace import Laplace
-from .randomized_response import _DiscreteMechanism, _rr_atoms
+from .lattice import DiscreteMechanism, rr_atoms
 from .registry import from_dict, register
 
 COMBINE_RULES = ("max", "sum")
@@ -105,7 +105,7 @@ def ptr_total_delta(delta: float, test_delta: float, false_positive: float, comb
 
 @register
 @dataclass(frozen=True)
-class GeneralizedPTR(_DiscreteMechanism):
+class GeneralizedPTR(DiscreteMechanism):
     """Certificate of one generalized-PTR release (Thm 4.3 with the tight delta), as a ledger entry.
 
     Parameters
@@ -184,7 +184,7 @@ class GeneralizedPTR(_DiscreteMechanism):
         return self.total_delta
 
     def _atoms(self):
-        l, w = _rr_atoms(self.total_epsilon, 2)
+        l, w = rr_atoms(self.total_epsilon, 2)
         return l, w * (1.0 - self.total_delta)
 
 

@@ -28,13 +28,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import validation as V
-from .randomized_response import _DiscreteMechanism, _rr_atoms
+from .lattice import DiscreteMechanism, rr_atoms
 from .registry import register
 
 
 @register
 @dataclass(frozen=True)
-class SampledWithoutReplacement(_DiscreteMechanism):
+class SampledWithoutReplacement(DiscreteMechanism):
     """An (``epsilon``, ``delta``)-DP step (replace-one) run on a uniformly random fixed-size batch.
 
     Parameters
@@ -86,5 +86,5 @@ class SampledWithoutReplacement(_DiscreteMechanism):
         return self.amplified_delta
 
     def _atoms(self) -> tuple[np.ndarray, np.ndarray]:
-        l, w = _rr_atoms(self.amplified_epsilon, 2)
+        l, w = rr_atoms(self.amplified_epsilon, 2)
         return l, w * (1.0 - self.amplified_delta)

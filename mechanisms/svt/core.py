@@ -47,38 +47,20 @@ import numpy as np
 
 from .. import validation as V
 from .._numerics import stirlerr
-from ..randomized_response import _AtomicPLD, rr_power_atoms
+from .._rdp_kernels import rr_curve
+from ..laplace import laplace_rdp
+from ..lattice import AtomicMechanism, rr_power_atoms, rr_rdp
 from ..registry import register
 from . import _kernels as K
+
+__all__ = ["GeneralizedSVT", "LaplaceSVT", "GaussianSVT", "laplace_rdp", "rr_rdp", "log_binom_sum",
+           "log_binom_sum_upper", "log_moment_qplus", "RR_ATOMS_MAX"]
 
 NOISES = ("laplace", "gaussian")
 # Hoelder exponents are restricted to g <= (1 - GAMMA_EDGE) sigma2^2/sigma1^2 so that the moment integral
 # stays well resolved (spec 06 P15); any admissible g gives a valid bound.
 GAMMA_EDGE = 1.0 / 400.0
 N_GAMMA = 128
-
-
-# ------------------------------------------------------------------------------ public scalar helpers
-def laplace_rdp(alpha, a: float) -> np.ndarray:
-    """RDP of the Laplace mechanism with normalised sensitivity ``a`` = sensitivity / scale (exact).
-
-    eps(alpha) = log[alpha/(2alpha-1) e^{(alpha-1)a} + (alpha-1)/(2alpha-1) e^{-alpha a}]/(alpha-1)
-    (Mironov 2017; spec 06 §1), eps(inf) = a.  Vectorised over alpha > 1.
-    """
-    al = V.alphas(alpha)
-    a = V.real("a", a, low=0.0)
-    return K.laplace_curve(al.ravel(), a).reshape(al.shape)
-
-
-def rr_rdp(alpha, epsilon: float) -> np.ndarray:
-    """Exact RDP of randomized response RR(eps), the tight RDP of a generic eps-DP mechanism.
-
-    eps(alpha) = log[p^alpha q^{1-alpha} + q^alpha p^{1-alpha}]/(alpha-1), p = e^eps/(1+e^eps)
-    = log[(sinh(alpha eps) - sinh((alpha-1) eps))/sinh(eps)]/(alpha-1) (spec 06 §3.9).
-    """
-    al = V.alphas(alpha)
-    e = V.real("epsilon", epsilon, low=0.0)
-    return K.rr_curve(al.ravel(), e).reshape(al.shape)
 
 
 RR_ATOMS_MAX = 1 << 22  # largest RR power whose atoms the characteristic-function route enumerates
@@ -301,7 +283,7 @@ def _check_qplus_fields(obj) -> None:
         object.__setattr__(obj, "threshold", V.real("threshold", obj.threshold))
 
 
-class _SVTBase(_AtomicPLD):
+class _SVTBase(AtomicMechanism):
     """Shared curve evaluation of all SVT plug-ins (subclasses set ``_plan`` in ``__post_init__``)."""
 
     tight: ClassVar[bool] = False
@@ -339,7 +321,7 @@ class _SVTBase(_AtomicPLD):
         p = self._plan
         out: dict[str, np.ndarray] = {}
         if math.isfinite(p.rr_eps):
-            out["rr"] = K.rr_curve(x, p.rr_eps)
+            out["rr"] = rr_curve(x, p.rr_eps)
         if p.pure_query:
             out["7.3"] = K.pure_query_curve(x, p.k_rho, p.a_rho, p.a_nu)
         if not math.isnan(p.log_len):

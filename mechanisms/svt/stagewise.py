@@ -26,9 +26,9 @@ import numpy as np
 from numba import njit
 
 from .. import validation as V
-from ..randomized_response import _AtomicPLD, rr_power_atoms
+from .._rdp_kernels import rr_curve
+from ..lattice import AtomicMechanism, rr_power_atoms
 from ..registry import register
-from . import _kernels as K
 from .core import GeneralizedSVT
 
 STAGE_RULES = ("improved", "classic")
@@ -108,7 +108,7 @@ def kov_epsilon(eps0: float, delta0: float, m: int, delta: float) -> float:
 # -------------------------------------------------------------------------------- the plug-in
 @register
 @dataclass(frozen=True)
-class StageWiseSVT(_AtomicPLD):
+class StageWiseSVT(AtomicMechanism):
     """Stage-wise generalized SVT (Alg. 12) certified as m = ceil(c/c') (eps_s, delta')-DP stages.
 
     Parameters
@@ -211,7 +211,7 @@ class StageWiseSVT(_AtomicPLD):
     def rdp(self, alpha) -> np.ndarray:
         """Conditional RDP m * RR_{eps_s}(alpha) (the failure mass is ``infinite_loss_mass``)."""
         al = V.alphas(alpha)
-        vals = K.rr_curve(np.ascontiguousarray(al.ravel()), self.stage_epsilon)
+        vals = rr_curve(np.ascontiguousarray(al.ravel()), self.stage_epsilon)
         return self.stages * vals.reshape(al.shape)
 
     def _atoms(self) -> tuple[np.ndarray, np.ndarray]:
