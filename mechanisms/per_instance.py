@@ -249,7 +249,7 @@ def calibrate_report_noise(eps2: float, eps3: float, delta: float, *, xi: float 
     Analytic Gaussian calibration (spec 05 R-21: sigma_2 = 5.8863 at eps2 = 0.7, sigma_3 = 6.4178 at
     eps3 = 0.1, beta = 1/4, delta = 1e-6).
     """
-    from .ptr import calibrate_gaussian_mu
+    from conversions.gaussian_dp import calibrate_gaussian_mu
 
     s2 = V.positive("xi", xi) / calibrate_gaussian_mu(eps2, delta)
     s3 = V.positive("smoothness", smoothness) / math.sqrt(2.0) / calibrate_gaussian_mu(eps3, delta)

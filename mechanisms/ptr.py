@@ -52,7 +52,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import ndtri
 
 from . import validation as V
@@ -325,33 +324,6 @@ class PTRRenyi(Mechanism):
 
 
 # ---------------------------------------------------------------------------- tests
-def calibrate_gaussian_mu(epsilon: float, delta: float) -> float:
-    """Largest mu with mu-GDP being (epsilon, delta)-DP (analytic Gaussian, Balle & Wang 2018).
-
-    A Gaussian mechanism with L2 sensitivity s and noise ``s / mu`` is then (epsilon, delta)-DP
-    (exact privacy profile, spec 04 section 1.1 with the corrected sign, R-52).  Bisection is
-    rounded toward the safe side (the returned mu satisfies delta(epsilon) <= delta).
-    """
-    from conversions.gaussian_dp import gaussian_delta
-
-    eps = V.real("epsilon", epsilon, low=0.0, low_open=True)
-    dl = V.delta(delta)
-
-    def f(mu: float) -> float:
-        return math.log(gaussian_delta(eps, mu)) - math.log(dl)
-
-    hi = 1.0
-    while f(hi) < 0:
-        hi *= 2.0
-    lo = hi / 2.0
-    while f(lo) > 0:
-        lo /= 2.0
-    mu = brentq(f, lo, hi, xtol=1e-15, rtol=1e-14)
-    while f(mu) > 0:
-        mu *= 1.0 - 1e-12
-    return mu
-
-
 @dataclass(frozen=True)
 class StatRelease:
     """Private one-sided confidence bound of one sufficient statistic (spec 04 section 2.3b, recipe 1).

@@ -50,8 +50,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtri
 
+from conversions.gaussian_dp import calibrate_gaussian_mu
+
 from . import validation as V
-from .ptr import DataDependentLoss, PTRResult, StatRelease, calibrate_gaussian_mu, generalized_ptr
+from .ptr import DataDependentLoss, PTRResult, StatRelease, generalized_ptr
 
 
 def _z(delta: float) -> float:

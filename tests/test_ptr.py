@@ -16,6 +16,7 @@ from scipy import integrate
 
 from accountant import PrivacyAccountant
 from accountant.cli import main
+from conversions.gaussian_dp import calibrate_gaussian_mu
 from mechanisms import Gaussian, Laplace, from_dict
 from mechanisms.ptr import (
     BOTTOM,
@@ -23,7 +24,6 @@ from mechanisms.ptr import (
     GeneralizedPTR,
     PTRRenyi,
     StatRelease,
-    calibrate_gaussian_mu,
     classic_ptr,
     distance_test_passes,
     generalized_ptr,
