@@ -15,6 +15,12 @@ from reference import kov_delta
 from scipy import integrate
 
 from accountant import PrivacyAccountant
+from accountant.adaptive.ptr_binary import (
+    binary_rnm_dd_epsilon,
+    binary_rnm_envelope,
+    binary_rnm_probability,
+    binary_vote_ptr,
+)
 from accountant.cli import main
 from conversions.gaussian_dp import calibrate_gaussian_mu
 from mechanisms import Gaussian, Laplace, from_dict
@@ -29,12 +35,6 @@ from mechanisms.ptr import (
     generalized_ptr,
     ptr_distance_test,
     ptr_rdp_corrected,
-)
-from mechanisms.ptr_binary import (
-    binary_rnm_dd_epsilon,
-    binary_rnm_envelope,
-    binary_rnm_probability,
-    binary_vote_ptr,
 )
 
 MC_TRIALS = 200_000

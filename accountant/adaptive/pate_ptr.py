@@ -50,9 +50,9 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtri_exp
 
-from . import validation as V
-from .gnss import GNSSRelease, GNSSUpperBound
-from .ptr import BOTTOM, GeneralizedPTR, releases_cost
+from mechanisms import validation as V
+from mechanisms.gnss import GNSSRelease, GNSSUpperBound
+from mechanisms.ptr import BOTTOM, GeneralizedPTR, releases_cost
 
 _LOG_CONDITION_GRID = 3000
 

@@ -46,9 +46,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit, ndtri
 
-from . import validation as V
-from .gaussian import Gaussian
-from .randomized_response import ApproxDP
+from mechanisms import validation as V
+from mechanisms.gaussian import Gaussian
+from mechanisms.randomized_response import ApproxDP
 
 LOSSES = ("logistic", "squared")
 

@@ -23,14 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from . import validation as V
-from .base import Mechanism
-from .ptr import BOTTOM, GeneralizedPTR, PTRResult
+from mechanisms import validation as V
+from mechanisms.base import Mechanism
+from mechanisms.ptr import BOTTOM, GeneralizedPTR, PTRResult
 
 
 def _selection():
     try:
-        from . import selection
+        from mechanisms import selection
     except ImportError as exc:  # pragma: no cover - the plug-in ships with the package
         raise ImportError("PTR selection needs the private-selection plug-in mechanisms.selection") from exc
     return selection

@@ -51,9 +51,8 @@ import numpy as np
 from scipy.special import ndtri
 
 from conversions.gaussian_dp import calibrate_gaussian_mu
-
-from . import validation as V
-from .ptr import DataDependentLoss, PTRResult, StatRelease, generalized_ptr
+from mechanisms import validation as V
+from mechanisms.ptr import DataDependentLoss, PTRResult, StatRelease, generalized_ptr
 
 
 def _z(delta: float) -> float:
