@@ -27,9 +27,9 @@ from accountant.adaptive.pate_ptr import (
     smooth_sensitivity,
     validate_votes,
 )
+from accountant.adaptive.ptr import BOTTOM
 from mechanisms import from_dict
 from mechanisms.gnss import GNSS, GNSSUpperBound, gnss_rdp_exact, gnss_rdp_thm23
-from mechanisms.ptr import BOTTOM
 
 MC = 200_000
 

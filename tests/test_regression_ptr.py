@@ -14,6 +14,7 @@ from scipy import integrate
 from scipy.stats import multivariate_normal, norm
 
 from accountant import PrivacyAccountant
+from accountant.adaptive.ptr import BOTTOM
 from accountant.adaptive.ptr_regression import (
     OPSPlan,
     ops_data_dependent_epsilon,
@@ -23,7 +24,7 @@ from accountant.adaptive.ptr_regression import (
     ops_statistics,
 )
 from accountant.adaptive.ptr_selection import ptr_select, selection_budget, selection_mechanism
-from mechanisms.ptr import BOTTOM, GeneralizedPTR
+from mechanisms.ptr import GeneralizedPTR
 
 MC = 200_000
 

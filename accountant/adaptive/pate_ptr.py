@@ -52,7 +52,9 @@ from scipy.special import log_ndtr, ndtri_exp
 
 from mechanisms import validation as V
 from mechanisms.gnss import GNSSRelease, GNSSUpperBound
-from mechanisms.ptr import BOTTOM, GeneralizedPTR, releases_cost
+from mechanisms.ptr import GeneralizedPTR
+
+from .ptr import BOTTOM, releases_cost
 
 _LOG_CONDITION_GRID = 3000
 

@@ -29,7 +29,8 @@ import math
 import numpy as np
 
 from mechanisms import validation as V
-from mechanisms.ptr import DataDependentLoss, PTRResult, StatRelease, generalized_ptr
+
+from .ptr import DataDependentLoss, PTRResult, StatRelease, generalized_ptr
 
 
 def _log_p(t: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:

@@ -52,7 +52,8 @@ from scipy.special import ndtri
 
 from conversions.gaussian_dp import calibrate_gaussian_mu
 from mechanisms import validation as V
-from mechanisms.ptr import DataDependentLoss, PTRResult, StatRelease, generalized_ptr
+
+from .ptr import DataDependentLoss, PTRResult, StatRelease, generalized_ptr
 
 
 def _z(delta: float) -> float:

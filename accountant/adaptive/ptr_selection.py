@@ -25,7 +25,9 @@ import numpy as np
 
 from mechanisms import validation as V
 from mechanisms.base import Mechanism
-from mechanisms.ptr import BOTTOM, GeneralizedPTR, PTRResult
+from mechanisms.ptr import GeneralizedPTR
+
+from .ptr import BOTTOM, PTRResult
 
 
 def _selection():
