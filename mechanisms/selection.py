@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -69,7 +68,7 @@ __all__ = [
     "known_threshold_guarantee", "truncation_steps", "hard_stop_steps", "known_threshold_steps",
     "known_threshold_epsilon0",
     "RandomStoppingSelection", "TruncatedRandomStoppingSelection", "HardStopSelection",
-    "KnownThresholdSelection", "candidate_guarantee",
+    "KnownThresholdSelection",
 ]
 
 
@@ -341,33 +340,6 @@ def known_threshold_guarantee(epsilon1: float, gamma: float, max_steps: int | No
     return SelectionGuarantee(eps, d, cap, calls, "Liu-Talwar Thm 3.1")
 
 
-def candidate_guarantee(candidate: Any, delta1: float | None = None) -> tuple[float, float]:
-    """(epsilon1, delta1) of one candidate run, from a mechanism, an accountant or a certificate.
-
-    * a :class:`~mechanisms.base.Mechanism` with finite ``pure_epsilon`` and no ``delta1``: (pure eps, 0);
-    * otherwise ``delta1`` is required and epsilon1 is the certified epsilon at ``delta1`` of the
-      mechanism (composed once) or of the accountant's ledger (a whole training run);
-    * a certificate: its (epsilon, delta).
-    """
-    from accountant import Certificate, PrivacyAccountant
-
-    if isinstance(candidate, Certificate):
-        return float(candidate.epsilon), float(candidate.delta)
-    if isinstance(candidate, Mechanism):
-        if delta1 is None and math.isfinite(candidate.pure_epsilon) and candidate.infinite_loss_mass == 0.0:
-            return float(candidate.pure_epsilon), 0.0
-        rel = "add_remove" if "add_remove" in candidate.relations else candidate.relations[0]
-        acct = PrivacyAccountant(relation=rel).compose(candidate)
-    elif isinstance(candidate, PrivacyAccountant):
-        acct = candidate
-    else:
-        raise TypeError("candidate must be a Mechanism, a PrivacyAccountant or a Certificate")
-    if delta1 is None:
-        raise ValueError("delta1 is required for a candidate without a pure-DP guarantee")
-    d1 = V.delta(delta1, "delta1")
-    return float(acct.epsilon(d1)), d1
-
-
 # --------------------------------------------------------------------------- plug-ins
 class _SelectionMechanism(Mechanism):
     """Shared behaviour: the guarantee is accounted as PureDP(eps) or ApproxDP(eps, delta)."""
@@ -436,12 +408,6 @@ class RandomStoppingSelection(_SelectionMechanism):
 
     def guarantee(self) -> SelectionGuarantee:
         return random_stopping_guarantee(self.epsilon1, self.gamma, self.delta1)
-
-    @classmethod
-    def from_candidate(cls, candidate: Any, gamma: float,
-                       delta1: float | None = None) -> RandomStoppingSelection:
-        e1, d1 = candidate_guarantee(candidate, delta1)
-        return cls(e1, gamma, d1)
 
 
 @register
