@@ -4,7 +4,6 @@ Registered names: ``laplace_svt`` (:class:`LaplaceSVT`), ``gaussian_svt`` (:clas
 ``generalized_svt`` (:class:`GeneralizedSVT`), ``stagewise_svt`` (:class:`StageWiseSVT`).
 """
 
-from .calibrate import calibrate_gaussian_svt, calibrate_laplace_svt, calibrate_scale, certified_epsilon
 from .core import (
     GaussianSVT,
     GeneralizedSVT,
@@ -20,5 +19,4 @@ __all__ = [
     "GeneralizedSVT", "GaussianSVT", "LaplaceSVT", "StageWiseSVT",
     "laplace_rdp", "log_binom_sum", "log_moment_qplus", "rr_rdp",
     "kov_delta", "kov_epsilon", "best_stagewise",
-    "calibrate_gaussian_svt", "calibrate_laplace_svt", "calibrate_scale", "certified_epsilon",
 ]
