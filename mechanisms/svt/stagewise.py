@@ -26,6 +26,7 @@ import numpy as np
 from numba import njit
 
 from .. import validation as V
+from .._rdp_conversion import eps_from_rdp
 from .._rdp_kernels import rr_curve
 from ..lattice import AtomicMechanism, rr_power_atoms
 from ..registry import register
@@ -172,8 +173,6 @@ class StageWiseSVT(AtomicMechanism):
         for f in ("threshold_scale", "query_scale", "sensitivity", "resample", "nonnegative", "threshold"):
             object.__setattr__(self, f, getattr(stage, f))
         object.__setattr__(self, "stage_max_length", stage.max_length)
-        from conversions.rdp_to_dp import eps_from_rdp  # lazy: conversions imports mechanisms
-
         eps_s = eps_from_rdp(stage.rdp, self.stage_delta, pure_eps=stage.pure_epsilon,
                              rule=self.stage_rule).value
         object.__setattr__(self, "_stage", stage)
