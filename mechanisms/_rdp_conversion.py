@@ -16,6 +16,10 @@ p_inf (from (eps, delta) blocks) enters as delta_total = p_inf + (1 - p_inf) del
 
 The printed thesis formulas (1.1)/(1.2) use eps(alpha - 1); that is a typo which under-reports eps
 (spec 01 R2).  We implement the standard form.
+
+This module imports nothing of dpcert: it sits at the bottom of the floor order because a plug-in's own
+analysis converts an RDP curve (:class:`mechanisms.svt.StageWiseSVT` certifies each stage this way).
+The conversions and the accountant use it through :mod:`conversions.rdp_to_dp`.
 """
 
 from __future__ import annotations
