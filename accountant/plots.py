@@ -31,23 +31,10 @@ import numpy as np
 from accountant import PrivacyAccountant
 from mechanisms.base import Mechanism
 
+from ._figure import MissingMatplotlib as MissingMatplotlib  # re-exported: plots raise it
+from ._figure import figure as _figure
+
 DEFAULT_METHODS = ("cf", "rdp", "rdp_classic", "exact")
-
-
-class MissingMatplotlib(ImportError):
-    """matplotlib (the ``plot`` extra) is not installed."""
-
-
-def _figure(figsize=(6.4, 4.4)):
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise MissingMatplotlib("plotting needs matplotlib: pip install 'dpcert[plot]' "
-                                "(or pip install matplotlib)") from None
-    fig = Figure(figsize=figsize, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
 
 
 def _accountant(mechanism: Mechanism, times: int, relation: str = "add_remove") -> PrivacyAccountant:

@@ -186,6 +186,10 @@ class PrivacyAccountant:
 
         return ledger_to_dp_event(self._history_entries(), self.relation)
 
+    def _empty_like(self) -> PrivacyAccountant:
+        """A new, empty accountant with this one's relation and accuracy target (no budget)."""
+        return PrivacyAccountant(self.relation, self.rtol)
+
     def _history_entries(self) -> list[tuple[Mechanism, int]]:
         """The composition order as runs ``[(mechanism, count)]`` (the ledger's order where unknown: a
         loaded state file's entries come first, in the ledger's order, then what was composed since)."""
