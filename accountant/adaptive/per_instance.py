@@ -46,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit, ndtri
 
+from conversions.gaussian_dp import calibrate_gaussian_mu
 from mechanisms import validation as V
 from mechanisms.gaussian import Gaussian
 from mechanisms.randomized_response import ApproxDP
@@ -249,8 +250,6 @@ def calibrate_report_noise(eps2: float, eps3: float, delta: float, *, xi: float 
     Analytic Gaussian calibration (spec 05 R-21: sigma_2 = 5.8863 at eps2 = 0.7, sigma_3 = 6.4178 at
     eps3 = 0.1, beta = 1/4, delta = 1e-6).
     """
-    from conversions.gaussian_dp import calibrate_gaussian_mu
-
     s2 = V.positive("xi", xi) / calibrate_gaussian_mu(eps2, delta)
     s3 = V.positive("smoothness", smoothness) / math.sqrt(2.0) / calibrate_gaussian_mu(eps3, delta)
     return s2, s3

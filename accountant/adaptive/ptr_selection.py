@@ -26,16 +26,9 @@ import numpy as np
 from mechanisms import validation as V
 from mechanisms.base import Mechanism
 from mechanisms.ptr import GeneralizedPTR
+from mechanisms.selection import HardStopSelection, hard_stop_steps
 
 from .ptr import BOTTOM, PTRResult
-
-
-def _selection():
-    try:
-        from mechanisms import selection
-    except ImportError as exc:  # pragma: no cover - the plug-in ships with the package
-        raise ImportError("PTR selection needs the private-selection plug-in mechanisms.selection") from exc
-    return selection
 
 
 def liu_talwar_printed(epsilon_star: float, delta_star: float, stop_prob: float,
@@ -55,13 +48,13 @@ def liu_talwar_printed(epsilon_star: float, delta_star: float, stop_prob: float,
 def selection_mechanism(epsilon_star: float, delta_star: float, stop_prob: float,
                         delta_2: float) -> Mechanism:
     """The certificate of :func:`ptr_select` as a registered mechanism (``HardStopSelection``)."""
-    return _selection().HardStopSelection(epsilon1=epsilon_star, delta1=delta_star, gamma=stop_prob,
+    return HardStopSelection(epsilon1=epsilon_star, delta1=delta_star, gamma=stop_prob,
                                           delta2=delta_2)
 
 
 def selection_cutoff(epsilon_star: float, stop_prob: float, delta_2: float) -> int:
     """Hard stop T of the selection (least T with (1 + e^{3 eps*}) (1 - gamma)^T <= delta_2)."""
-    return _selection().hard_stop_steps(epsilon_star, stop_prob, delta_2)
+    return hard_stop_steps(epsilon_star, stop_prob, delta_2)
 
 
 def selection_budget(epsilon_total: float, delta_total: float, stop_prob: float,

@@ -48,6 +48,7 @@ import numpy as np
 from .. import validation as V
 from .._numerics import stirlerr
 from .._rdp_kernels import rr_curve
+from ..base import UnsupportedRoute
 from ..laplace import laplace_rdp
 from ..lattice import AtomicMechanism, rr_power_atoms, rr_rdp
 from ..registry import register
@@ -353,8 +354,6 @@ class _SVTBase(AtomicMechanism):
     def _atoms(self) -> tuple[np.ndarray, np.ndarray]:
         p = self._plan
         if not math.isfinite(p.rr_eps):
-            from ..base import UnsupportedRoute
-
             raise UnsupportedRoute(f"{self.describe()} is not pure DP; use method='rdp'")
         return rr_power_atoms(p.rr_eps, p.mult)
 

@@ -30,7 +30,7 @@ from .._rdp_conversion import eps_from_rdp
 from .._rdp_kernels import rr_curve
 from ..lattice import AtomicMechanism, rr_power_atoms
 from ..registry import register
-from .core import GeneralizedSVT
+from .core import RR_ATOMS_MAX, GeneralizedSVT
 
 STAGE_RULES = ("improved", "classic")
 
@@ -156,8 +156,6 @@ class StageWiseSVT(AtomicMechanism):
     def pld_available(self) -> bool:  # type: ignore[override]
         """The stages' atoms RR(eps_s)^m are enumerated for the characteristic-function route only up to
         ``RR_ATOMS_MAX`` stages (beyond, the RDP route alone: bounded work, still certified)."""
-        from .core import RR_ATOMS_MAX
-
         return self.stages <= RR_ATOMS_MAX
 
     def __post_init__(self):
