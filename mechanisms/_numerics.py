@@ -46,7 +46,8 @@ def discrete_log_mgf(s, losses: np.ndarray, masses: np.ndarray) -> np.ndarray:
 
 
 def log_expm1(x: np.ndarray) -> np.ndarray:
-    """log(exp(x) - 1) for x > 0, stable for tiny and large x; -inf for x <= 0."""
+    """log(exp(x) - 1) for x > 0, stable for tiny and large x; -inf for x <= 0 (vectorised numpy; the
+    compiled scalar form is :func:`log_expm1_scalar`)."""
     x = np.asarray(x, dtype=float)
     out = np.full(x.shape, -np.inf)
     pos = x > 0
@@ -55,6 +56,16 @@ def log_expm1(x: np.ndarray) -> np.ndarray:
     out[big] = x[big] + np.log1p(-np.exp(-x[big]))
     out[small] = np.log(np.expm1(x[small]))
     return out
+
+
+@njit(cache=True)
+def log_expm1_scalar(x: float) -> float:
+    """log(e^x - 1) for x > 0 (-inf for x <= 0), compiled: x + log1p(-e^{-x}) above 30, else log(expm1(x))."""
+    if x <= 0.0:
+        return -math.inf
+    if x > 30.0:
+        return x + math.log1p(-math.exp(-x))
+    return math.log(math.expm1(x))
 
 
 @njit(cache=True)

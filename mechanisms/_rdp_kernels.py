@@ -99,26 +99,10 @@ def rr_k_rdp_scalar(alpha: float, eps: float, k: int) -> float:  # pragma: no co
 
 
 @njit(cache=True)
-def rr_rdp_scalar(alpha: float, eps: float) -> float:  # pragma: no cover - compiled
-    """Exact RDP of binary randomized response RR(eps) = tight RDP of a generic eps-DP mechanism, rounded
-    up: eps_RR(alpha) = log[p^alpha q^{1-alpha} + q^alpha p^{1-alpha}]/(alpha-1), p = e^eps/(1+e^eps)
-    (spec 06 section 3.9), evaluated by :func:`rr_k_rdp_scalar` with k = 2."""
-    return rr_k_rdp_scalar(alpha, eps, 2)
-
-
-@njit(cache=True)
 def rr_k_curve(alpha: np.ndarray, eps: float, k: int) -> np.ndarray:  # pragma: no cover - compiled
     out = np.empty(alpha.shape[0])
     for i in range(alpha.shape[0]):
         out[i] = rr_k_rdp_scalar(alpha[i], eps, k)
-    return out
-
-
-@njit(cache=True)
-def rr_curve(alpha: np.ndarray, eps: float) -> np.ndarray:  # pragma: no cover - compiled
-    out = np.empty(alpha.shape[0])
-    for i in range(alpha.shape[0]):
-        out[i] = rr_rdp_scalar(alpha[i], eps)
     return out
 
 

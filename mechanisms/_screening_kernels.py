@@ -31,6 +31,8 @@ import math
 import numpy as np
 from numba import njit
 
+from ._numerics import log_expm1_scalar
+
 _SQRT1_2 = 0.7071067811865476
 _HALF_LOG_2PI = 0.9189385332046728
 _LOG2 = 0.6931471805599453
@@ -549,16 +551,6 @@ def log_mix_ratio(r: float, loggamma: float, log1mgamma: float, gamma: float) ->
 
 # --------------------------------------------------------------------------- Poisson subsampling sums
 @njit(cache=True)
-def log_expm1(x: float) -> float:
-    """log(e^x - 1) for x > 0 (-inf at 0)."""
-    if x <= 0.0:
-        return -_INF
-    if x > 30.0:
-        return x + math.log1p(-math.exp(-x))
-    return math.log(math.expm1(x))
-
-
-@njit(cache=True)
 def subsampled_cgf_int(orders: np.ndarray, gamma: float, log_em1: np.ndarray, general: bool) -> np.ndarray:
     """Poisson-subsampled CGF K(a) = (a-1) eps_sub(a) at the integer orders ``orders`` (each >= 2).
 
@@ -623,5 +615,5 @@ def gaussian_log_em1(amax: int, c: float) -> np.ndarray:
     """log expm1((l-1) eps(l)) for the Gaussian eps(l) = c l, l = 0..amax."""
     out = np.full(amax + 1, -_INF)
     for ll in range(2, amax + 1):
-        out[ll] = log_expm1((ll - 1.0) * ll * c)
+        out[ll] = log_expm1_scalar((ll - 1.0) * ll * c)
     return out

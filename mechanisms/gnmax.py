@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import validation as V
+from ._numerics import log_expm1
 from ._screening_kernels import subsampled_cgf_int
 from .base import Mechanism, as_complex_array, check_direction
 from .registry import register
@@ -38,17 +39,6 @@ BINOMIAL_ORDER_LIMIT = 20000
 
 
 MAX_MU = 1e100  # GNMax: largest sensitivity / sigma with finite float RDP and log-MGF values
-
-
-def _log_expm1_vec(x: np.ndarray) -> np.ndarray:
-    """log(e^x - 1) elementwise for x >= 0 (-inf at 0, inf at inf)."""
-    x = np.asarray(x, dtype=float)
-    out = np.full(x.shape, -np.inf)
-    big = x > 30.0
-    mid = (x > 0.0) & ~big
-    out[big] = x[big] + np.log1p(-np.exp(-x[big]))
-    out[mid] = np.log(np.expm1(x[mid]))
-    return out
 
 
 def poisson_subsampled_rdp(alpha, base_rdp: Callable[[np.ndarray], np.ndarray], sample_rate: float,
@@ -94,7 +84,7 @@ def poisson_subsampled_rdp(alpha, base_rdp: Callable[[np.ndarray], np.ndarray], 
         ints = np.arange(2, amax + 1, dtype=float)
         eps_int = np.asarray(base_rdp(ints), dtype=float)
         log_em1 = np.full(amax + 1, -math.inf)
-        log_em1[2:] = _log_expm1_vec((ints - 1.0) * eps_int)
+        log_em1[2:] = log_expm1((ints - 1.0) * eps_int)
         kv = subsampled_cgf_int(need.astype(np.int64), gamma, log_em1, method == "general")
         cgf = dict(zip(need.tolist(), kv.tolist(), strict=True))
         cgf[1] = 0.0

@@ -47,7 +47,7 @@ import numpy as np
 
 from .. import validation as V
 from .._numerics import stirlerr
-from .._rdp_kernels import rr_curve
+from .._rdp_kernels import rr_k_curve
 from ..base import UnsupportedRoute
 from ..laplace import laplace_rdp
 from ..lattice import AtomicMechanism, rr_power_atoms, rr_rdp
@@ -322,7 +322,7 @@ class _SVTBase(AtomicMechanism):
         p = self._plan
         out: dict[str, np.ndarray] = {}
         if math.isfinite(p.rr_eps):
-            out["rr"] = rr_curve(x, p.rr_eps)
+            out["rr"] = rr_k_curve(x, p.rr_eps, 2)
         if p.pure_query:
             out["7.3"] = K.pure_query_curve(x, p.k_rho, p.a_rho, p.a_nu)
         if not math.isnan(p.log_len):

@@ -27,7 +27,7 @@ from numba import njit
 
 from .. import validation as V
 from .._rdp_conversion import eps_from_rdp
-from .._rdp_kernels import rr_curve
+from .._rdp_kernels import rr_k_curve
 from ..lattice import AtomicMechanism, rr_power_atoms
 from ..registry import register
 from .core import RR_ATOMS_MAX, GeneralizedSVT
@@ -208,7 +208,7 @@ class StageWiseSVT(AtomicMechanism):
     def rdp(self, alpha) -> np.ndarray:
         """Conditional RDP m * RR_{eps_s}(alpha) (the failure mass is ``infinite_loss_mass``)."""
         al = V.alphas(alpha)
-        vals = rr_curve(np.ascontiguousarray(al.ravel()), self.stage_epsilon)
+        vals = rr_k_curve(np.ascontiguousarray(al.ravel()), self.stage_epsilon, 2)
         return self.stages * vals.reshape(al.shape)
 
     def _atoms(self) -> tuple[np.ndarray, np.ndarray]:
