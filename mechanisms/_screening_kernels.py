@@ -1,9 +1,9 @@
 """numba kernels for Bernoulli Renyi divergences, log Phi and Poisson-subsampled binomial sums.
 
-Used by :mod:`mechanisms.screening` (noisy screening, spec 03 T1 and section 4.2) and
-:mod:`mechanisms.gnmax` (Poisson-subsampled Gaussian, spec 03 T4 / spec 01 R7).
+Used by :mod:`mechanisms.screening` (noisy screening, docs/derivations/noisy-screening.md §§1-2) and
+:mod:`mechanisms.gnmax` (Poisson-subsampled Gaussian, docs/derivations/subsampling.md).
 
-Numerical design (spec 03 section 3 "numerically stable evaluation", P19):
+Numerical design (docs/derivations/noisy-screening.md §6):
 
 * ``log_ndtr`` is a jit-able log Phi(z) with full relative accuracy on the whole real line: the
   complementary error function where it is representable and the asymptotic series
@@ -18,10 +18,11 @@ Numerical design (spec 03 section 3 "numerically stable evaluation", P19):
   where expm1mx(y) = e^y - 1 - y >= 0.  (Proof: with a = b(1 + u), the atom contributes
   b[(1 + u)^alpha - 1 - alpha u]; the linear terms of the two atoms cancel exactly because
   p - q = -((1 - p) - (1 - q)); expanding (1 + u)^alpha = e^{alpha r} gives the bracket.)
-  This replaces the expm1/log1p recipe of spec 03 section 3 (which still cancels at first order,
+  This replaces the expm1/log1p recipe of that section (which still cancels at first order,
   losing digits when the log-ratios are tiny) by an expression that has full relative accuracy.
 * Binomial sums of the Poisson-subsampling theorems are evaluated as A - 1 = sum_{l >= 2} w_l
-  expm1((l - 1) eps(l)) (all terms non-negative, spec 01 5.2.2 "expm1 form"), then log1p.
+  expm1((l - 1) eps(l)) (all terms non-negative, the "expm1 form" of docs/derivations/subsampling.md), then
+  log1p.
 """
 
 from __future__ import annotations
@@ -555,10 +556,10 @@ def subsampled_cgf_int(orders: np.ndarray, gamma: float, log_em1: np.ndarray, ge
     """Poisson-subsampled CGF K(a) = (a-1) eps_sub(a) at the integer orders ``orders`` (each >= 2).
 
     ``log_em1[l]`` = log expm1((l - 1) eps(l)) of the base mechanism for l = 2..max(orders)
-    (entries 0, 1 unused).  Tight form (spec 01 R6/R7, thesis Thm 2.3.2/2.3.4):
+    (entries 0, 1 unused).  Tight form (Zhu & Wang 2019; Zhu 2023 thesis, Thms 2.3.2/2.3.4):
         A(a) - 1 = sum_{l=2..a} C(a, l) (1-gamma)^{a-l} gamma^l expm1((l-1) eps(l)),
     a sum of non-negative terms (the l = 0, 1 terms of the binomial identity cancel exactly), and
-    K(a) = log1p(A(a) - 1).  General form (``general=True``, spec 01 R5, thesis Thm 2.3.1): the
+    K(a) = log1p(A(a) - 1).  General form (``general=True``, thesis Thm 2.3.1): the
     l >= 3 terms use 3 e^{(l-1) eps(l)} - 1 = 2 + 3 expm1(...) instead.  Cost: sum of the orders.
     """
     nord = orders.shape[0]
