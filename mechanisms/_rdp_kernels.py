@@ -75,7 +75,7 @@ def rr_k_rdp_scalar(alpha: float, eps: float, k: int) -> float:  # pragma: no co
     and M(s) - 1 = [4 sinh^2(s eps / 2) + expm1(eps) expm1(s eps)] / Z (non-negative terms: accurate
     as alpha -> 1 and for tiny eps), eps(alpha) = log1p(M(s) - 1) / s.  For large s eps or eps, the
     log-sum-exp form (no cancellation there).  Exact up to the upward margin; capped at eps(inf) = eps.
-    For k = 2 this equals spec 06 section 3.9's sinh form.
+    For k = 2 this equals the "sinh" form of Zhu & Wang 2020.
     """
     if eps == 0.0:
         return 0.0

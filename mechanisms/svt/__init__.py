@@ -1,4 +1,5 @@
-"""Sparse vector technique plug-ins (spec 06); importing this package registers them.
+"""Sparse vector technique plug-ins (Zhu & Wang 2020; docs/derivations/sparse-vector.md); importing this
+package registers them.
 
 Registered names: ``laplace_svt`` (:class:`LaplaceSVT`), ``gaussian_svt`` (:class:`GaussianSVT`),
 ``generalized_svt`` (:class:`GeneralizedSVT`), ``stagewise_svt`` (:class:`StageWiseSVT`).

@@ -1,7 +1,7 @@
 """numba kernels of the sparse-vector curves (hot loops only; the math is documented in :mod:`.core`).
 
 Noise kinds used by the kernels: ``GAUSS`` (RDP a * alpha, ``a = sens^2 / (2 sigma^2)``) and ``LAP``
-(Laplace RDP with normalised sensitivity ``a = sens / b``; Mironov 2017, spec 06 section 1).
+(Laplace RDP with normalised sensitivity ``a = sens / b``; Mironov 2017, Table II).
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ def noise_rdp_scalar(kind: int, a: float, alpha: float) -> float:  # pragma: no 
 @njit(cache=True)
 def transfer_bound_scalar(alpha: float, k1: int, a1: float, k2: int, a2: float, cmult: float,
                           log_len: float) -> float:  # pragma: no cover - compiled
-    """eps_rho(alpha) + cmult * eps_nu(alpha) + log_len / (alpha - 1) (spec 06 (7.1) / Thm 7.2.7)."""
+    """eps_rho(alpha) + cmult * eps_nu(alpha) + log_len / (alpha - 1) ((7.1) / Thm 7.2.7 of Zhu & Wang
+    2020)."""
     v = noise_rdp_scalar(k1, a1, alpha) + cmult * noise_rdp_scalar(k2, a2, alpha)
     if not math.isinf(alpha):
         v += log_len / (alpha - 1.0)
@@ -111,7 +112,7 @@ def pure_query_curve(alpha: np.ndarray, k1: int, a1: float,
     return out
 
 
-# ------------------------------------------------------------------- Q+ moment (spec 06 section 3.4)
+# ----------------------------------------- Q+ moment (docs/derivations/sparse-vector.md §2)
 @njit(cache=True)
 def log_norm_sf(x: float) -> float:  # pragma: no cover - compiled
     """log(1 - Phi(x)) = log Phi(-x) for every real x (erfc; continued fraction for erfcx when x > 28)."""
@@ -239,7 +240,7 @@ def log_moment_table(t: float, s1: float, s2: float, gammas: np.ndarray) -> np.n
 @njit(cache=True)
 def qplus_term(alpha: float, g: float, logm: float, a: float, e: float,
                envelope: bool) -> float:  # pragma: no cover - compiled
-    """(7.2) with Gaussian noises at one Hoelder exponent g (spec 06 section 3.4).
+    """(7.2) with Gaussian noises at one Hoelder exponent g (docs/derivations/sparse-vector.md §2).
 
     eps(alpha) = (g* alpha - 1) alpha a / (alpha - 1) + alpha e + logm / (g (alpha - 1)),
     g* = g/(g-1), a = sens^2/(2 s1^2) (eps_rho(l) = a l), e = 2 sens^2 / s2^2 (eps_nu at 2 sens).
