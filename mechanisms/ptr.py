@@ -1,11 +1,13 @@
 """Generalized propose-test-release (PTR): data-dependent losses made publishable by a private test.
 
-Source: Redberg, Zhu & Wang, "Generalized PTR" (AISTATS 2023; seed 000, thesis seed 004 ch. 6), as
-corrected by spec 04.  Notation: a proposal ``phi`` parameterises a mechanism M_phi whose privacy loss is
-a *data-dependent* function eps_phi(X) (w.r.t. a fixed delta, spec 04 section 1.2: for every neighbour
-X' of X, P[M(X) in S] <= e^{eps_phi(X)} P[M(X') in S] + delta), or eps_phi(alpha, X) in RDP form.
+Source: Redberg, Zhu & Wang 2023, "Generalized PTR" (= Zhu 2023 thesis, ch. 6), with the corrections
+derived in docs/derivations/generalized-ptr.md.  Notation: a proposal ``phi`` parameterises a mechanism
+M_phi whose privacy loss is a *data-dependent* function eps_phi(X) (w.r.t. a fixed delta, the paper's Def.
+4.1: for every neighbour X' of X, P[M(X) in S] <= e^{eps_phi(X)} P[M(X') in S] + delta), or eps_phi(alpha,
+X) in RDP form.
 
-DP route (Thm 4.3, spec 04 sections 2.2-2.3) -- the default.  Run M_phi only if a test T passes, where
+DP route (Thm 4.3; docs/derivations/generalized-ptr.md §§1-2) -- the default.  Run M_phi only if a test T
+passes, where
 
 1. T is (eps_hat, delta_hat)-DP (any neighbouring relation the loss is stated for);
 2. false positives are rare: for every X with eps_phi(X) > eps, P[T(X) = 1] <= delta';
@@ -13,7 +15,8 @@ DP route (Thm 4.3, spec 04 sections 2.2-2.3) -- the default.  Run M_phi only if 
 
 Then the algorithm (including its output "bottom" when the test fails) is
 
-    (eps + eps_hat,  delta_hat + max(delta, delta'))-DP                 (proof of Thm 4.3, L516)
+    (eps + eps_hat,  delta_hat + max(delta, delta'))-DP                 (proof of Thm 4.3;
+    docs/derivations/generalized-ptr.md §1)
 
 The paper's statement ``delta + delta_hat + delta'`` is looser; it is available with ``combine="sum"``.
 The certificate depends on public parameters only and is issued whether or not the test passed.
@@ -24,8 +27,8 @@ it composes exactly with everything else in the ledger.
 The tests and pipelines that produce these certificates from data (private upper bounds of the loss,
 the distance test, classic PTR) are data algorithms: :mod:`accountant.adaptive.ptr`.
 
-RDP route (spec 04 section 2.6, :class:`PTRRenyi`).  The paper's Thm B.5 is **false** as printed (spec 04
-section 2.6: alpha = 10, delta' = 1e-5, eps_tilde = 1, eps(alpha) = 0.1 has exact RDP 0.7210 while Thm B.5
+RDP route (docs/derivations/generalized-ptr.md §3, :class:`PTRRenyi`).  The paper's Thm B.5 is **false** as
+printed (alpha = 10, delta' = 1e-5, eps_tilde = 1, eps(alpha) = 0.1 has exact RDP 0.7210 while Thm B.5
 claims 0.1123).  We implement the corrected bound: with A = exp((alpha - 1) eps_hat(alpha)),
 
     pass line:  eps_hat(alpha) + eps(alpha)
@@ -56,8 +59,8 @@ COMBINE_RULES = ("max", "sum")
 def ptr_total_delta(delta: float, test_delta: float, false_positive: float, combine: str = "max") -> float:
     """delta of the Gen-PTR certificate: ``test_delta + max(delta, false_positive)`` (or the paper's sum).
 
-    ``combine="max"`` is what the proof of Thm 4.3 (seed 000 L464-516) establishes; ``"sum"`` is the
-    theorem as printed (``delta + delta_hat + delta'``).
+    ``combine="max"`` is what the proof of Thm 4.3 establishes (docs/derivations/generalized-ptr.md §1);
+    ``"sum"`` is the theorem as printed (``delta + delta_hat + delta'``).
     """
     if combine not in COMBINE_RULES:
         raise ValueError(f"combine must be one of {COMBINE_RULES}, got {combine!r}")
@@ -87,7 +90,7 @@ class GeneralizedPTR(DiscreteMechanism):
     relation : {"any", "add_remove", "replace_one"}
         Neighbouring relation the data-dependent loss and the test are stated for (``"any"``: the
         caller's relation, e.g. PATE's vote change covers both record relations).  The accountant refuses
-        to compose the certificate under another relation (spec 04 P-15).
+        to compose the certificate under another relation (docs/derivations/generalized-ptr.md §8).
 
     Notes
     -----
@@ -153,7 +156,8 @@ class GeneralizedPTR(DiscreteMechanism):
 
 # ---------------------------------------------------------------------------- RDP route
 def ptr_rdp_corrected(alpha, test_rdp, budget_rdp, worst_rdp, false_positive: float) -> np.ndarray:
-    """Corrected RDP bound of generalized PTR (spec 04 section 2.6, replaces the false Thm B.5).
+    """Corrected RDP bound of generalized PTR (docs/derivations/generalized-ptr.md §3; replaces the false
+    Thm B.5).
 
     Parameters
     ----------
@@ -200,7 +204,7 @@ def ptr_rdp_corrected(alpha, test_rdp, budget_rdp, worst_rdp, false_positive: fl
 @register
 @dataclass(frozen=True)
 class PTRRenyi(Mechanism):
-    """Generalized PTR accounted by RDP with the corrected bound (spec 04 section 2.6 / 4.3).
+    """Generalized PTR accounted by RDP with the corrected bound (docs/derivations/generalized-ptr.md §3).
 
     Parameters
     ----------

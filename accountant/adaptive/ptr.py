@@ -13,7 +13,8 @@ tight delta) and the notation (proposal phi, data-dependent loss eps_phi(X)) are
 * distance test (section 2.3a, :func:`ptr_distance_test`): pass iff gamma(X) + Lap(1/eps_hat) >
   log(1/delta_tilde)/eps_hat, cost (eps_hat, 0), delta' = delta_tilde / 2;
 * classic PTR (Dwork & Lei; Alg 1, :func:`classic_ptr`) as the special case M_phi = f + Lap(beta/eps):
-  certificate (2 eps, delta/2) (spec 04 R-02; the paper states the looser (2 eps, delta)).
+  certificate (2 eps, delta/2) (docs/derivations/generalized-ptr.md §2; the paper states the looser (2 eps,
+  delta)).
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ BOTTOM = _Bottom()
 
 @dataclass(frozen=True)
 class StatRelease:
-    """Private one-sided confidence bound of one sufficient statistic (spec 04 section 2.3b, recipe 1).
+    """Private one-sided confidence bound of one sufficient statistic (Thm 4.7 recipe 1;
+    docs/derivations/generalized-ptr.md §2).
 
     Releases ``value + noise + shift`` (``direction="upper"``) or ``value + noise - shift``
     (``"lower"``) where the shift is the exact (1 - failure_prob)-quantile of the noise, so the bound is
@@ -176,7 +178,7 @@ class DataDependentLoss:
         object.__setattr__(self, "delta", V.real("delta", self.delta, low=0.0, high=1.0, high_open=True))
 
     def check_releases(self, releases: Sequence[StatRelease]) -> None:
-        """Refuse releases whose bound direction disagrees with the loss's monotonicity (spec 04 4.2)."""
+        """Refuse releases whose bound direction disagrees with the loss's monotonicity."""
         names = [r.name for r in releases]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate statistic names in releases: {names}")
@@ -255,7 +257,8 @@ def generalized_ptr(stats: Mapping[str, float], *, loss: DataDependentLoss,
                     test_delta: float = 0.0,
                     calibrate: Callable[[Mapping[str, float], float, Any], Any] | None = None,
                     combine: str = "max", relation: str = "any") -> PTRResult:
-    """Generalized PTR with a private upper bound of the loss (Alg 2 + Thm 4.7, spec 04 section 4.2).
+    """Generalized PTR with a private upper bound of the loss (Alg 2 + Thm 4.7;
+    docs/derivations/generalized-ptr.md §2).
 
     Parameters
     ----------
@@ -340,7 +343,7 @@ def distance_test_passes(distance, test_epsilon: float, delta_tilde: float, rng:
 def ptr_distance_test(distance: float, *, run: Callable[[Any, np.random.Generator], Any], phi: Any,
                       epsilon: float, test_epsilon: float, delta_tilde: float, rng: np.random.Generator,
                       delta: float = 0.0, combine: str = "max", relation: str = "any") -> PTRResult:
-    """Generalized PTR with the distance test (spec 04 section 2.3a).
+    """Generalized PTR with the distance test (docs/derivations/generalized-ptr.md §2).
 
     ``distance`` = gamma(X) = min{d(X, X'') : eps_phi(X'') > epsilon} (sensitivity 1 under the
     dataset distance).  Pass iff gamma + Lap(1/test_epsilon) > log(1/delta_tilde)/test_epsilon.
@@ -362,13 +365,14 @@ def ptr_distance_test(distance: float, *, run: Callable[[Any, np.random.Generato
 
 def classic_ptr(value: float, distance: float, *, beta: float, epsilon: float, delta: float,
                 rng: np.random.Generator) -> PTRResult:
-    """Classic PTR (Dwork & Lei 2009; seed 000 Alg 1 / Thm 3.4) as a special case of generalized PTR.
+    """Classic PTR (Dwork & Lei 2009; Redberg, Zhu & Wang 2023, Alg 1 / Thm 3.4) as a special case of
+    generalized PTR.
 
     Releases ``value + Lap(beta/epsilon)`` iff ``distance + Lap(1/epsilon) > log(1/delta)/epsilon``,
     where ``distance`` = D_beta(X) = min{d(X, X'') : LS(X'') > beta}.  With M_phi = f + Lap(phi),
     phi = beta/epsilon, eps_phi(X) = LS(X)/phi > epsilon iff LS(X) > beta (Example 4.2), so Thm 4.3
-    with the distance test gives the certificate (2 epsilon, delta/2) (spec 04 R-02; Thm 3.4 states the
-    looser (2 epsilon, delta)).
+    with the distance test gives the certificate (2 epsilon, delta/2) (docs/derivations/generalized-ptr.md
+    §2; Thm 3.4 states the looser (2 epsilon, delta)).
     """
     b = V.positive("beta", beta)
     e = V.positive("epsilon", epsilon)

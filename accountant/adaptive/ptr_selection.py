@@ -1,4 +1,5 @@
-"""PTR with hyper-parameter selection by random stopping (seed 000 Alg 3 / Thm 4.6; spec 04 section 2.7).
+"""PTR with hyper-parameter selection by random stopping (Redberg, Zhu & Wang
+2023, Alg 3 / Thm 4.6).
 
 Algorithm: draw J ~ Geometric(gamma) on {1, 2, ...}, run min(J, T) independent generalized-PTR calls,
 each with a proposal drawn uniformly (with replacement) from the candidates, score every output with a
@@ -7,10 +8,10 @@ per-call certificate must be the same (eps*, delta*) for every candidate (the un
 call a data-independent mixture of (eps*, delta*)-DP mechanisms); intermediate results stay hidden.
 
 Guarantee: delegated to the private-selection plug-in :class:`mechanisms.selection.HardStopSelection`
-(Liu & Talwar Thm 3.4 with corrected constants: (3 eps*, (1 + e^{3 eps*}) (delta* E[min(J, T)] +
-(1 - gamma)^T)) with T = :func:`mechanisms.selection.hard_stop_steps`).  The paper's Thm 4.6 constants
-(3 eps* + 3 sqrt(2 delta*), sqrt(2 delta*) T + delta_2) -- spec 04 P-3 -- rest on a proof that the
-selection plug-in's author found flawed (see that module's docstring) and are much looser for small
+(Liu & Talwar 2019, Thm 3.4 with corrected constants, docs/derivations/private-selection.md §2: (3 eps*, (1
++ e^{3 eps*}) (delta* E[min(J, T)] + (1 - gamma)^T)) with T = :func:`mechanisms.selection.hard_stop_steps`).
+The paper's Thm 4.6 constants (3 eps* + 3 sqrt(2 delta*), sqrt(2 delta*) T + delta_2) rest on a proof that is
+flawed (docs/derivations/private-selection.md §2) and are much looser for small
 delta*; they are exposed for comparison only (:func:`liu_talwar_printed`).
 """
 
@@ -33,7 +34,8 @@ from .ptr import BOTTOM, PTRResult
 
 def liu_talwar_printed(epsilon_star: float, delta_star: float, stop_prob: float,
                        delta_2: float) -> tuple[float, float]:
-    """Thm 4.6 as printed (spec 04 P-3 reading): (3 eps* + 3 sqrt(2 delta*), sqrt(2 delta*) T + delta_2).
+    """Thm 4.6 as printed (read as in Liu & Talwar 2019): (3 eps* + 3 sqrt(2 delta*), sqrt(2 delta*) T +
+    delta_2).
 
     T = ceil(log(1/delta_2)/gamma).  Comparison only (module docstring); not used for certificates.
     """
