@@ -8,7 +8,7 @@ global pyplot state or interactive backend is touched.  Every ``plot_*`` functio
 
 Every plotted epsilon / delta is a dpcert *certified upper bound* at its point.  The trade-off curve
 is derived from the certified privacy profile by the standard conversion (Dong, Roth & Su 2022,
-Prop. 2.12 read backwards; thesis seed 004 ch. 3 Table 3.1): a mechanism that is (eps, delta(eps))-DP
+Prop. 2.12 read backwards; Zhu 2023 thesis, Table 3.1): a mechanism that is (eps, delta(eps))-DP
 for every eps in a grid E has trade-off function
 
     beta(a) >= max_{eps in E} max(0, 1 - delta(eps) - e^eps a, e^-eps (1 - delta(eps) - a)),

@@ -1,4 +1,5 @@
-"""Renyi-DP curve -> (epsilon, delta), optimised over continuous alpha (spec 01 R2/R2b, spec 02 3.5).
+"""Renyi-DP curve -> (epsilon, delta), optimised over continuous alpha
+(docs/derivations/rdp-conversion.md).
 
 Rules (both valid upper bounds for every alpha > 1; the optimum over alpha is taken numerically, and
 a non-optimal alpha only costs tightness, never soundness):
@@ -15,7 +16,7 @@ The pure-DP end eps(inf) is always a candidate (valid for every delta >= 0).  An
 p_inf (from (eps, delta) blocks) enters as delta_total = p_inf + (1 - p_inf) delta_rdp.
 
 The printed thesis formulas (1.1)/(1.2) use eps(alpha - 1); that is a typo which under-reports eps
-(spec 01 R2).  We implement the standard form.
+(docs/derivations/rdp-conversion.md).  We implement the standard form.
 
 This module imports nothing of dpcert: it sits at the bottom of the floor order because a plug-in's own
 analysis converts an RDP curve (:class:`mechanisms.svt.StageWiseSVT` certifies each stage this way).
@@ -38,7 +39,7 @@ _U = 2.0 ** -53
 
 def default_orders(alpha_max: float = 1e4) -> np.ndarray:
     """Order grid: fractional orders in (1, 2), all integers 2..256, geometric up to ``alpha_max``
-    (spec 01 section 3.5)."""
+    (a choice: every order gives a valid bound, docs/derivations/rdp-conversion.md)."""
     frac = 1.0 + np.geomspace(1e-4, 0.95, 40)
     ints = np.arange(2, 257, dtype=float)
     geo = np.unique(np.round(np.geomspace(257, alpha_max, 120))) if alpha_max > 257 else np.empty(0)
@@ -113,11 +114,11 @@ _LOG_TINY = math.log(_TINY)
 
 
 def _orders_for(rdp_fn, obj_factory, alpha_max: float, stop_below: float = -math.inf) -> tuple[float, float]:
-    """Minimise with a grid that grows (x10) while the optimum sits in its upper half (spec 01 R2).
+    """Minimise with a grid that grows (x10) while the optimum sits in its upper half.
 
-    Both objectives are quasi-convex in alpha for a convex composed K (spec 01 R2), so a grid optimum
-    below the top is global on the grid's range and beyond; starting small (2..256) keeps the costly
-    large orders of numerically evaluated curves (O(alpha) each) out of the common case.
+    Both objectives are quasi-convex in alpha for a convex composed K (docs/derivations/rdp-conversion.md),
+    so a grid optimum below the top is global on the grid's range and beyond; starting small (2..256) keeps
+    the costly large orders of numerically evaluated curves (O(alpha) each) out of the common case.
     """
     am = alpha_max
     while True:

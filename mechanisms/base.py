@@ -63,7 +63,7 @@ class Mechanism:
     symmetric: ClassVar[bool] = True
     tight: ClassVar[bool] = True
     pld_available: ClassVar[bool] = False
-    poisson_tight: ClassVar[bool] = False  # Poisson-subsampled RDP equals the tight L(alpha) (spec 01 R7)
+    poisson_tight: ClassVar[bool] = False  # Poisson-subsampled RDP = the tight L(alpha) (Zhu & Wang 2019)
     relations: ClassVar[tuple[str, ...]] = RELATIONS
 
     # ------------------------------------------------------------------ RDP

@@ -1,13 +1,13 @@
 """Laplace mechanism M(D) = f(D) + Lap(0, b), L1 sensitivity Delta; a = Delta / b.
 
 Dominating pair (tight, symmetric): P = Lap(0, b), Q = Lap(Delta, b).  The privacy loss under P has
-two atoms and a continuous part (spec 02 section 2.2, spec 02b):
+two atoms and a continuous part (docs/derivations/laplace.md):
 
     L = +a with mass 1/2,   L = -a with mass e^{-a}/2,   density (1/4) e^{(l - a)/2} on (-a, a).
 
-* RDP (Mironov 2017; spec 01 R3), exact for real alpha > 1:
+* RDP (Mironov 2017, Table II), exact for real alpha > 1:
   eps(alpha) = log[alpha/(2alpha-1) e^{(alpha-1)a} + (alpha-1)/(2alpha-1) e^{-alpha a}] / (alpha-1).
-* log MGF (spec 02b, entire in s), exact:
+* log MGF (docs/derivations/laplace.md; entire in s), exact:
   M(s) = e^{s a} [ 1/2 + e^{-a} e^{-2 s a} / 2 + (a/2) g((2s + 1) a) ],  g(w) = (1 - e^{-w}) / w.
 * Pure DP: eps = a.
 """
@@ -94,7 +94,7 @@ class Laplace(Mechanism):
         return c * a + math.log(0.5 + 0.5 * math.exp(-a - 2.0 * c * a) + 0.5 * a * g)
 
     def total_variation(self, direction: str = "remove") -> float:
-        """TV(Lap(0, b), Lap(Delta, b)) = 1 - e^{-a/2} (exact; delta(0) of spec 02 section 2.2)."""
+        """TV(Lap(0, b), Lap(Delta, b)) = 1 - e^{-a/2} (exact; delta(0), docs/derivations/laplace.md)."""
         check_direction(direction)
         return -math.expm1(-0.5 * self.a)
 

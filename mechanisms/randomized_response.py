@@ -7,11 +7,12 @@ theorem of Kairouz, Oh & Viswanath 2015 for the (eps, delta) block).
 k-ary randomized response with parameter eps reports the true value with probability e^eps / Z and
 each other value with probability 1 / Z, Z = e^eps + k - 1.  For inputs x != x' the privacy loss
 under P = M(x) is +eps (mass e^eps / Z), -eps (mass 1 / Z) and 0 (mass (k - 2) / Z).  The pair is
-symmetric and tight; RDP(alpha) = log M(alpha - 1) / (alpha - 1) exactly (spec 01 R3 for k = 2).
+symmetric and tight; RDP(alpha) = log M(alpha - 1) / (alpha - 1) exactly (Mironov 2017,
+Table II, for k = 2).
 
 A generic eps-DP mechanism is dominated by binary randomized response with the same eps (Kairouz et
 al. 2015), which is what ``PureDP`` accounts.  A generic (eps, delta)-DP mechanism is dominated by the
-four-point pair of spec 02 section 2.8: infinite loss with mass delta, and (1 - delta) times binary
+four-point pair of Kairouz, Oh & Viswanath (2015): infinite loss with mass delta, and (1 - delta) times binary
 randomized response otherwise; ``ApproxDP`` accounts that pair (its ``rdp`` is the conditional curve,
 see ``mechanisms.base``).
 """
