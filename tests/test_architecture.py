@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 from collections import defaultdict
 
 import pytest
@@ -323,3 +324,38 @@ def test_checker_finds_cycles_behind_function_local_imports(tmp_path):
     })
     _, edges = import_graph(root)
     assert cycles(edges) == [frozenset({"accountant.a", "accountant.b"})]
+
+
+# ---------------------------------------------------------------------------------------------- sources
+# Modules reworked separately in this phase that still cite the project's spec / seed files.
+SPEC_CITATIONS_LEFT = {"conversions/contour.py", "conversions/pld.py", "mechanisms/subsampled.py",
+                       "mechanisms/_poisson_kernels.py"}
+_SPEC = re.compile(r"\b(spec|seed) \d{2,3}\b|shared/(spec|seeds)|\[THESIS", re.I)
+
+
+def _library_files():
+    for pkg in ("mechanisms", "conversions", "accountant"):
+        yield from sorted((ROOT / pkg).rglob("*.py"))
+
+
+def test_docstrings_cite_sources_users_can_follow():
+    """Papers (docs/references.md) and shipped derivations, not the project's internal spec/seed files."""
+    offenders = {}
+    for path in _library_files():
+        rel = path.relative_to(ROOT).as_posix()
+        hits = [i + 1 for i, line in enumerate(path.read_text(encoding="utf-8").splitlines())
+                if _SPEC.search(line) and "--seed" not in line]
+        if hits:
+            offenders[rel] = hits
+    assert set(offenders) <= SPEC_CITATIONS_LEFT, {k: v for k, v in offenders.items()
+                                                  if k not in SPEC_CITATIONS_LEFT}
+
+
+def test_cited_derivations_exist():
+    cited = set()
+    for path in _library_files():
+        cited |= set(re.findall(r"docs/derivations/([a-z0-9-]+\.md)", path.read_text(encoding="utf-8")))
+    assert cited, "no docstring cites a derivation (the pattern is broken?)"
+    missing = sorted(c for c in cited if not (ROOT / "docs" / "derivations" / c).is_file())
+    assert not missing
+    assert (ROOT / "docs" / "references.md").is_file()
