@@ -204,7 +204,9 @@ def ptr_rdp_corrected(alpha, test_rdp, budget_rdp, worst_rdp, false_positive: fl
 @register
 @dataclass(frozen=True)
 class PTRRenyi(Mechanism):
-    """Generalized PTR accounted by RDP with the corrected bound (docs/derivations/generalized-ptr.md §3).
+    """Generalized PTR accounted by RDP with the corrected bound (Thm B.5 corrected).
+
+    The corrected bound and the counterexample to Thm B.5: docs/derivations/generalized-ptr.md §3.
 
     Parameters
     ----------

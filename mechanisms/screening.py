@@ -355,8 +355,9 @@ class NoisyScreening(Mechanism):
 @register
 @dataclass(frozen=True)
 class SubsampledNoisyScreening(Mechanism):
-    """Noisy screening on a Poisson subsample (rate ``sample_rate``), exact form of
-    docs/derivations/noisy-screening.md §2.
+    """Noisy screening on a Poisson subsample (rate ``sample_rate``), in the exact subsampled form.
+
+    The form and its proof: docs/derivations/noisy-screening.md §2.
 
     Parameters as :class:`NoisyScreening`, plus ``sample_rate`` gamma in [0, 1].  The RDP is a proven
     upper bound for every real alpha > 1 under add/remove neighbours (Poisson sampling); the pure-DP
@@ -397,8 +398,9 @@ class SubsampledNoisyScreening(Mechanism):
 @register
 @dataclass(frozen=True)
 class PrivateKNN(Mechanism):
-    """Private-kNN labelling (Zhu, Yu & Wang 2020; thesis Sec. 4.3): ``num_queries`` screenings + at most
-    ``answer_cap`` answers.
+    """Private-kNN labelling: ``num_queries`` screenings + at most ``answer_cap`` answers.
+
+    Zhu, Yu & Wang 2020 (thesis Sec. 4.3).
 
     Per public query: a fresh Poisson subsample (rate ``sample_rate``) -> kNN votes -> noisy screening
     (``sigma_screen``, ``threshold``); if it passes and fewer than ``answer_cap`` answers were given, a
