@@ -23,13 +23,14 @@ _EXPORTS = {
     "BudgetExceeded": ".privacy_accountant", "AccuracyWarning": ".privacy_accountant",
     "PrivacyAccountant": ".privacy_accountant", "PrivacyBudget": ".privacy_accountant",
     "StepsCalibration": ".calibration", "DpEventAccountant": ".interop",
+    "calibrate_laplace_svt": ".svt_calibration", "calibrate_gaussian_svt": ".svt_calibration",
 }
 
 __all__ = ["routes", "Certificate", "Ledger", "PrivacyAccountant", "PrivacyBudget", "BudgetExceeded",
            "AccuracyWarning",
            "Calibration", "calibrate_sigma", "max_steps", "max_sample_rate", "DPCertAccountant",
            "IndividualRenyiFilter", "IndKNNFilter", "StepsCalibration", "DpEventAccountant",
-           "__version__"]
+           "calibrate_laplace_svt", "calibrate_gaussian_svt", "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .calibration import Calibration, StepsCalibration, calibrate_sigma, max_sample_rate, max_steps
@@ -39,6 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .ledger import Ledger
     from .opacus_adapter import DPCertAccountant
     from .privacy_accountant import AccuracyWarning, BudgetExceeded, PrivacyAccountant, PrivacyBudget
+    from .svt_calibration import calibrate_gaussian_svt, calibrate_laplace_svt
 
 
 def __getattr__(name: str):

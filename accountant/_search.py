@@ -1,7 +1,9 @@
-"""Integer search shared by the calibrators and the budget filter."""
+"""Monotone searches shared by the calibrators and the budget filter: the one home of the integer
+search (:func:`largest_count`) and of the log-scale bisection (:func:`bisect_log`)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 
@@ -25,3 +27,21 @@ def largest_count(fits: Callable[[int], bool], limit: int) -> int:
         else:
             hi = mid
     return lo
+
+
+def bisect_log(switched: Callable[[float], bool], lo: float, hi: float, rtol: float) -> tuple[float, float]:
+    """Bracket [lo, hi] of the switch of a monotone predicate, False at ``lo`` > 0 and True at ``hi``.
+
+    Bisection at geometric midpoints until ``hi / lo - 1 <= rtol`` (or until lo and hi are adjacent
+    floats).  The invariant is kept throughout, so ``hi`` is a point where the predicate holds (the safe
+    end of a calibration whose predicate is "certified epsilon <= target").
+    """
+    while hi / lo - 1.0 > rtol:
+        mid = math.sqrt(lo * hi)
+        if mid <= lo or mid >= hi:
+            break
+        if switched(mid):
+            hi = mid
+        else:
+            lo = mid
+    return lo, hi

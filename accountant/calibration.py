@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from mechanisms import _validate as V
+from mechanisms import validation as V
 
-from ._search import largest_count
+from ._search import bisect_log, largest_count
 from .privacy_accountant import PrivacyAccountant
 
 
@@ -272,18 +272,6 @@ def _default_method(method: str | None) -> str:
     return "auto" if method is None else method
 
 
-def _bisect_log(f: Callable[[float], bool], lo: float, hi: float, rtol: float) -> tuple[float, float]:
-    """Bracket [lo, hi] (log scale, hi / lo <= 1 + rtol/2) of the switch of a monotone predicate
-    that is False at ``lo`` and True at ``hi``."""
-    while hi / lo > 1.0 + rtol / 2:
-        mid = math.sqrt(lo * hi)
-        if f(mid):
-            hi = mid
-        else:
-            lo = mid
-    return lo, hi
-
-
 def _target_delta(delta, target_delta) -> float:
     if target_delta is not None:
         if delta is not None and delta != target_delta:
@@ -341,7 +329,7 @@ def calibrate_sigma(target_epsilon: float, delta: float | None = None, sample_ra
         hi, lo = lo, lo / 2.0
         if lo < 1e-6:
             raise ValueError("target epsilon is reached with vanishing noise; check the parameters")
-    _, sigma = _bisect_log(ok, lo, hi, rtol)
+    _, sigma = bisect_log(ok, lo, hi, rtol / 2)
     eps = _dpsgd_eps(sigma, q, steps, delta, method)
     return Calibration("sigma", sigma, eps, target, delta, evals + 1, details)
 
@@ -428,5 +416,5 @@ def max_sample_rate(target_epsilon: float, delta: float | None = None, sigma: fl
         if lo < 1e-12:
             return result(0.0, 0.0, evals)
     # largest ok value: the predicate "not ok" switches from False (lo) to True (hi)
-    lo, _ = _bisect_log(lambda q: not ok(q), lo, min(1.0, lo * 2.0), rtol)
+    lo, _ = bisect_log(lambda q: not ok(q), lo, min(1.0, lo * 2.0), rtol / 2)
     return result(lo, _dpsgd_eps(sigma, lo, steps, delta, method), evals + 1)

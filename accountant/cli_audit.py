@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import cli
+from . import cli, plots
 from .audit import (
     PUBLISHED_CLAIMS,
     ClaimError,
@@ -97,13 +97,66 @@ def cmd_bench(args: argparse.Namespace, extra: list[str]) -> int:
     return bench_passthrough(list(args.bench_args) + list(extra))
 
 
+def _plot_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``dpcert plot``."""
+    p.add_argument("--mechanism", "-m", help="mechanism name (with --<param> value ...); default: DP-SGD")
+    p.add_argument("--times", "-k", type=int, help="number of compositions (with --mechanism)")
+    p.add_argument("--sigma", "--noise-multiplier", dest="sigma", type=float, help="DP-SGD noise multiplier")
+    p.add_argument("--sample-rate", "-q", type=float, help="DP-SGD Poisson sample rate")
+    p.add_argument("--steps", "-T", type=int, help="DP-SGD steps")
+    p.add_argument("--delta", type=float, default=1e-5, help="delta for epsilon plots (default 1e-5)")
+    p.add_argument("--out", default="plots", help="output directory (default ./plots)")
+    p.add_argument("--formats", nargs="+", default=["png", "svg"], choices=["png", "svg", "pdf"],
+                   help="image formats (default png svg)")
+    p.add_argument("--kinds", nargs="+", default=list(plots.KINDS), choices=list(plots.KINDS),
+                   help="which plots (default all)")
+    p.add_argument("--points", type=int, default=12, help="points per curve (default 12)")
+    p.add_argument("--relation", default="add_remove", choices=["add_remove", "replace_one"],
+                   help="neighbouring relation (default add_remove)")
+
+
+def _plot_main(args: argparse.Namespace, extra: list[str]) -> int:
+    """``dpcert plot`` (options: :func:`_plot_arguments`)."""
+    plots._figure()  # fail early and clearly when matplotlib is missing
+    if args.mechanism:
+        # --sigma / --sample-rate given with --mechanism are that mechanism's own parameters
+        extra = list(extra)
+        for opt, val in (("--sigma", args.sigma), ("--sample-rate", args.sample_rate)):
+            if val is not None:
+                extra += [opt, repr(val)]
+        if args.steps is not None:
+            raise cli.CLIError("with --mechanism give the number of compositions as --times")
+        mech = cli._mechanism_from_args(args.mechanism, extra)
+        times = args.times if args.times is not None else 1
+        prefix = mech.name
+    else:
+        if extra:
+            raise cli.CLIError(f"unexpected arguments {extra}")
+        if args.sigma is None or args.sample_rate is None or args.steps is None:
+            raise cli.CLIError("give --sigma, --sample-rate and --steps (DP-SGD) or --mechanism NAME")
+        from mechanisms.subsampled import SubsampledGaussian
+
+        mech = SubsampledGaussian(sigma=args.sigma, sample_rate=args.sample_rate)
+        times = args.steps
+        prefix = "dpsgd"
+    if times < 1:
+        raise cli.CLIError("need at least one composition")
+    if args.points < 2:
+        raise cli.CLIError("--points must be >= 2")
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    paths = plots.make_plots(mech, times, args.delta, args.out, args.formats, args.kinds, args.points,
+                       args.relation, prefix, progress)
+    for path in paths:
+        print(path)
+    return 0
+
+
 def cmd_plot(args: argparse.Namespace, extra: list[str]) -> int:
     try:
-        from . import plots
-    except ModuleNotFoundError as exc:  # pragma: no cover
-        raise cli.CLIError(f"the plotting module is not installed ({exc})") from None
-    try:
-        return plots.cli_main(args, extra)
+        return _plot_main(args, extra)
     except plots.MissingMatplotlib as exc:
         raise cli.CLIError(str(exc)) from None
 
@@ -124,12 +177,7 @@ def _register(sub: argparse._SubParsersAction) -> None:
                    help="options of 'python -m benchmarks' (see 'dpcert bench --help')")
     cli.PASSTHROUGH["bench"] = bench_passthrough
     p = sub.add_parser("plot", help="plots: epsilon vs steps, privacy profile, RDP curve, f-DP trade-off")
-    try:
-        from .plots import add_arguments
-    except ModuleNotFoundError:  # pragma: no cover - installed without the benchmarks package
-        pass
-    else:
-        add_arguments(p)
+    _plot_arguments(p)
     cli.COMMANDS.update(audit=cmd_audit, bench=cmd_bench, plot=cmd_plot)
 
 

@@ -7,7 +7,7 @@ import json
 import math
 from fractions import Fraction
 
-from mechanisms import _validate as V
+from mechanisms import validation as V
 
 from . import cli
 from .calibration import calibrate_sigma, max_sample_rate, max_steps

@@ -78,7 +78,7 @@ def cmd_classic(args: argparse.Namespace) -> int:
 
 
 def cmd_pate_params(args: argparse.Namespace) -> int:
-    from mechanisms.pate_ptr import PATEPTRParameters
+    from accountant.adaptive.pate_ptr import PATEPTRParameters
 
     p = PATEPTRParameters.from_budget(args.test_epsilon, args.delta)
     g = p.gnss
@@ -107,7 +107,7 @@ def _load_votes(path: str) -> np.ndarray:
 
 
 def cmd_pate(args: argparse.Namespace) -> int:
-    from mechanisms.pate_ptr import pate_ptr
+    from accountant.adaptive.pate_ptr import pate_ptr
 
     votes = _load_votes(args.votes)
     res = pate_ptr(votes, sigma_1=args.sigma1, test_epsilon=args.test_epsilon,
@@ -126,7 +126,7 @@ def cmd_pate(args: argparse.Namespace) -> int:
 
 
 def cmd_select_budget(args: argparse.Namespace) -> int:
-    from mechanisms.ptr_selection import liu_talwar_printed, selection_budget, selection_cutoff
+    from accountant.adaptive.ptr_selection import liu_talwar_printed, selection_budget, selection_cutoff
 
     es, ds = selection_budget(args.epsilon_total, args.delta_total, args.stop_prob, args.delta2)
     paper = list(liu_talwar_printed(es, ds, args.stop_prob, args.delta2))

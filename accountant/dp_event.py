@@ -38,7 +38,8 @@ event                                              add_remove                   
   (eps rounded up; a larger eps dominates).  ``num_buckets = 1`` or ``p = 1`` release nothing;
   ``p = 0`` is non-private.  dp-accounting defines it for REPLACE_ONE only.
 * [1] dp-accounting refuses Laplace under REPLACE_ONE; dpcert uses the replace-one sensitivity 2C.
-* [2] Poisson subsampling is accounted under add/remove only (spec 01 section 1.3).
+* [2] Poisson subsampling is accounted under add/remove only (the relation of Poisson subsampling, Zhu &
+  Wang 2019).
   ``PoissonSampledDpEvent(q, Composed/SelfComposed of Gaussians)`` is one Gaussian query with
   s_eff = (sum_i s_i^-2)^(-1/2) (a joint Gaussian release; Mironov, Talwar & Zhang 2019, section 3),
   rounded down (less noise is the safe side).
@@ -58,7 +59,7 @@ import sys
 from collections.abc import Iterable
 from fractions import Fraction
 
-from mechanisms import _validate as V
+from mechanisms import validation as V
 from mechanisms.base import Mechanism
 
 #: Composition-level events and the names this module knows (others are unsupported).

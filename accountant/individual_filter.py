@@ -1,13 +1,14 @@
 """Individual Renyi filters (privacy odometers with per-record budgets) and the Ind-KNN charging rule.
 
-Source: seed 004 chapter 5 (Ind-KNN), spec 03 sections 2.6, 2.8, 4.6, T8-T11.
+Sources: Feldman & Zrnic 2021 (Cor. 3.3); Zhu et al. 2023 (Ind-KNN; = Zhu 2023 thesis, ch. 5);
+derivation notes in docs/derivations/individual-filter.md.
 
 **Individual RDP** (thesis Def. 5.2.2): a step A_t has individual RDP rho_t^(i)(alpha) for record i if
 D<->_alpha(A_t(S) || A_t(S_{-i})) <= rho_t^(i)(alpha) for every dataset S containing record i (both
-directions; add/remove of that record).  Example (Lemma 5.2.3 / T8): a Gaussian linear query
+directions; add/remove of that record).  Example (thesis Lemma 5.2.3): a Gaussian linear query
 sum_j q(z_j) + N(0, sigma^2 I) has rho^(i)(alpha) = alpha ||q(z_i)||^2 / (2 sigma^2).
 
-**Filter** (thesis Algorithm 2 / Thm 5.2.4 = Feldman & Zrnic 2021, Cor. 3.3; spec 03 T9): before each
+**Filter** (thesis Algorithm 2 / Thm 5.2.4 = Feldman & Zrnic 2021, Cor. 3.3): before each
 step, every record whose accumulated individual RDP plus this step's loss would exceed the budget
 G(alpha) is removed from the step's input; the others are charged.  If the losses rho_t^(i) are fixed
 before step t (they may depend on earlier outputs) and the step runs on the admitted records only,
@@ -18,13 +19,13 @@ Two budget modes:
 
 * ``orders=None`` ("linear" mode, Ind-KNN): losses are linear in alpha, rho^(i)(alpha) = alpha c_i, and
   the budget is B in "RDP per unit alpha" units; one float per record; the guarantee is
-  (alpha, alpha B)-RDP for **every** alpha > 1 (thesis Thm 5.3.2 / T11).
+  (alpha, alpha B)-RDP for **every** alpha > 1 (thesis Thm 5.3.2).
 * ``orders`` given: losses and budgets are tracked on that grid of orders (an (n, m) array); the
   guarantee is (alpha_j, G_j)-RDP at each grid order, hence eps(alpha) <= G_j for alpha <= alpha_j
   (RDP is non-decreasing in alpha) -- the curve used for the certificate.
 
 The certificate converts the budget curve with :func:`conversions.rdp_to_dp.eps_from_rdp` (RDP route only:
-a zCDP-type budget does **not** imply the Gaussian privacy profile, spec 03 T11 / P17).
+a zCDP-type budget does **not** imply the Gaussian privacy profile, docs/derivations/individual-filter.md §3).
 
 The per-record state (remaining budgets, retirements) is private: never publish it.
 """
@@ -39,7 +40,7 @@ import numpy as np
 from numba import njit
 
 from conversions import rdp_to_dp
-from mechanisms import _validate as V
+from mechanisms import validation as V
 
 from .certificate import Certificate
 
@@ -146,7 +147,8 @@ def _admit_grid(spent: np.ndarray, budget: np.ndarray, ids: np.ndarray, losses: 
 @njit(cache=True)
 def _indknn_select(remaining: np.ndarray, ids: np.ndarray, kappas: np.ndarray, tau: float, c1: float,
                    stamp: np.ndarray, step: np.uint8, pos: np.ndarray, err: np.ndarray) -> np.int64:
-    """Validate, then Sel = {i : kappa_i >= tau and z_i >= c1} (Algorithm 4 lines 4-5; rule z >= c1, P15).
+    """Validate, then Sel = {i : kappa_i >= tau and z_i >= c1} (thesis Algorithm 4 lines 4-5; its
+    rule z >= c1, where the text says z > c1).
 
     Writes the positions (indices into ``ids``) of the selected records to ``pos``; returns |Sel|.
     """
@@ -172,7 +174,8 @@ def _indknn_select(remaining: np.ndarray, ids: np.ndarray, kappas: np.ndarray, t
 @njit(cache=True)
 def _indknn_charge(remaining: np.ndarray, ids: np.ndarray, kappas: np.ndarray, pos: np.ndarray, n_sel: int,
                    c1: float, sigma2: float, k_noisy: float, weights: np.ndarray) -> None:
-    """Algorithm 4 lines 7-9: pay c1, clip w = min(kappa, sigma2 sqrt(2 K z)), pay w^2/(2 sigma2^2 K)."""
+    """Thesis Algorithm 4 lines 7-9: pay c1, clip w = min(kappa, sigma2 sqrt(2 K z)), pay
+    w^2/(2 sigma2^2 K)."""
     denom = 2.0 * sigma2 * sigma2 * k_noisy
     for jj in range(n_sel):
         j = pos[jj]
@@ -194,7 +197,7 @@ def _indknn_charge(remaining: np.ndarray, ids: np.ndarray, kappas: np.ndarray, p
 
 # --------------------------------------------------------------------------- helpers
 def gaussian_individual_rdp(alpha, norms, sigma: float) -> np.ndarray:
-    """Individual RDP of a Gaussian linear query (thesis Lemma 5.2.3 / spec 03 T8), upper bound.
+    """Individual RDP of a Gaussian linear query (Zhu 2023 thesis, Lemma 5.2.3), upper bound.
 
     rho^(i)(alpha) = alpha ||q(z_i)||^2 / (2 sigma^2) for per-record contribution norms ``norms``.
     Returns shape ``np.shape(norms) + np.shape(alpha)``.
@@ -208,7 +211,7 @@ def gaussian_individual_rdp(alpha, norms, sigma: float) -> np.ndarray:
 
 
 def epsilon_for_budget(budget: float, delta: float, rule: str = "classic") -> float:
-    """Certified epsilon of (alpha, alpha B)-RDP for all alpha (T11): B + 2 sqrt(B log(1/delta)) (classic)."""
+    """Certified epsilon of (alpha, alpha B)-RDP for all alpha: B + 2 sqrt(B log(1/delta)) (classic rule)."""
     b = V.real("budget", budget, low=0.0)
     d = V.delta(delta)
     if b == 0.0:
@@ -217,7 +220,7 @@ def epsilon_for_budget(budget: float, delta: float, rule: str = "classic") -> fl
 
 
 def budget_for_epsilon(epsilon: float, delta: float, rule: str = "classic") -> float:
-    """Largest B with (alpha, alpha B)-RDP => (epsilon, delta)-DP (spec 03 section 2.11 / 4.6).
+    """Largest B with (alpha, alpha B)-RDP => (epsilon, delta)-DP (docs/derivations/individual-filter.md §3).
 
     Classic: B = (sqrt(log(1/delta) + epsilon) - sqrt(log(1/delta)))^2.  ``rule="improved"``: bisection
     on :func:`epsilon_for_budget` (result rounded down, i.e. safe).
@@ -247,7 +250,8 @@ def budget_for_epsilon(epsilon: float, delta: float, rule: str = "classic") -> f
 
 
 def default_sigma1(num_queries: int, budget: float) -> float:
-    """The thesis' count-noise rule sigma1 = sqrt(T / (6 B)) (lines 6665-6670; a tunable default, P12)."""
+    """The thesis' count-noise rule sigma1 = sqrt(T / (6 B)) (Zhu 2023 thesis, ch. 5, "Hyper-parameters
+    of Ind-KNN"; a tunable default)."""
     t = V.integer("num_queries", num_queries, low=1)
     b = V.positive("budget", budget)
     return math.sqrt(t / (6.0 * b))
@@ -431,7 +435,8 @@ class IndividualRenyiFilter:
     def certificate(self, delta: float, rule: str = "improved") -> Certificate:
         """(epsilon, delta) certificate of the filtered composition (add/remove one record).
 
-        Independent of the number of steps run.  RDP conversion only (spec 03 T11).
+        Independent of the number of steps run.  RDP conversion only (docs/derivations/individual-filter.md
+        §3).
         """
         d = V.delta(delta)
         pure = math.inf
@@ -467,18 +472,20 @@ class IndKNNStep:
 
 
 class IndKNNFilter:
-    """Ind-KNN (thesis Algorithm 4, reconstructed in spec 03 section 2.8) with its individual Renyi filter.
+    """Ind-KNN (thesis Algorithm 4, reconstructed in docs/derivations/individual-filter.md §2) with its
+    individual Renyi filter.
 
     Every record starts with budget B ("RDP per unit alpha").  At each query, a record is selected iff
     its kernel weight kappa_i >= tau (computed by the caller from public query and the record) and its
     remaining budget z_i >= c1 = 1/(2 sigma1^2).  Then K_t = |Sel| + N(0, sigma1^2) (clamped to k_min,
-    post-processing, spec 03 P10) is released, every selected record pays c1, contributes
+    post-processing) is released, every selected record pays c1, contributes
     w_i = min(kappa_i, sigma2 sqrt(2 K_t z_i)) times its one-hot label, and pays w_i^2 / (2 sigma2^2 K_t)
     (<= its remaining budget).  The label is argmax(sum_i w_i y_i + N(0, sigma2^2 K_t I)).
 
-    Guarantee (thesis Thm 5.3.2 / spec 03 T11): (alpha, alpha B)-RDP for all alpha, whatever the number of
+    Guarantee (thesis Thm 5.3.2): (alpha, alpha B)-RDP for all alpha, whatever the number of
     queries; certificate via :meth:`certificate`.  Selection must compare each record's own weight with
-    the fixed tau (top-k selection is not allowed, P16).  The remaining budgets are private state.
+    the fixed tau (top-k selection is not allowed, docs/derivations/individual-filter.md §2).  The remaining
+    budgets are private state.
 
     Parameters
     ----------
@@ -492,7 +499,7 @@ class IndKNNFilter:
     tau : float
         Minimum kernel weight in (0, 1].
     k_min : float, default 1
-        Clamp of the released count (K_t <= 0 would make the noise undefined, P10).
+        Clamp of the released count (K_t <= 0 would make the noise undefined; a post-processing).
     """
 
     def __init__(self, n_records: int, budget: float, sigma1: float, sigma2: float, tau: float,
@@ -528,7 +535,7 @@ class IndKNNFilter:
 
     def step(self, ids, kappas, rng: np.random.Generator | None = None,
              count_noise: float | None = None) -> IndKNNStep:
-        """Select, release the noisy count and charge (Algorithm 4 lines 4-9).
+        """Select, release the noisy count and charge (thesis Algorithm 4 lines 4-9).
 
         Parameters
         ----------

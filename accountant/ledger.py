@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from mechanisms import _validate as V
+from mechanisms import validation as V
 from mechanisms.base import Mechanism
 
 

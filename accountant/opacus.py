@@ -47,7 +47,7 @@ import sys
 import warnings
 from typing import Any
 
-from mechanisms import _validate as V
+from mechanisms import validation as V
 
 from .opacus_adapter import MECHANISM, DPCertAccountant
 

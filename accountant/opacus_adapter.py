@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, MutableMapping
 from copy import deepcopy
 from typing import Any
 
-from mechanisms import _validate as V
+from mechanisms import validation as V
 
 from .certificate import Certificate
 from .privacy_accountant import PrivacyAccountant

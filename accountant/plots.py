@@ -8,7 +8,7 @@ global pyplot state or interactive backend is touched.  Every ``plot_*`` functio
 
 Every plotted epsilon / delta is a dpcert *certified upper bound* at its point.  The trade-off curve
 is derived from the certified privacy profile by the standard conversion (Dong, Roth & Su 2022,
-Prop. 2.12 read backwards; thesis seed 004 ch. 3 Table 3.1): a mechanism that is (eps, delta(eps))-DP
+Prop. 2.12 read backwards; Zhu 2023 thesis, Table 3.1): a mechanism that is (eps, delta(eps))-DP
 for every eps in a grid E has trade-off function
 
     beta(a) >= max_{eps in E} max(0, 1 - delta(eps) - e^eps a, e^-eps (1 - delta(eps) - a)),
@@ -22,9 +22,7 @@ safe side.
 
 from __future__ import annotations
 
-import argparse
 import math
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -33,23 +31,10 @@ import numpy as np
 from accountant import PrivacyAccountant
 from mechanisms.base import Mechanism
 
+from ._figure import MissingMatplotlib as MissingMatplotlib  # re-exported: plots raise it
+from ._figure import figure as _figure
+
 DEFAULT_METHODS = ("cf", "rdp", "rdp_classic", "exact")
-
-
-class MissingMatplotlib(ImportError):
-    """matplotlib (the ``plot`` extra) is not installed."""
-
-
-def _figure(figsize=(6.4, 4.4)):
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise MissingMatplotlib("plotting needs matplotlib: pip install 'dpcert[plot]' "
-                                "(or pip install matplotlib)") from None
-    fig = Figure(figsize=figsize, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
 
 
 def _accountant(mechanism: Mechanism, times: int, relation: str = "add_remove") -> PrivacyAccountant:
@@ -252,63 +237,3 @@ def make_plots(mechanism: Mechanism, times: int, delta: float, outdir: str | Pat
         written += save_figure(plot_tradeoff(acct, eps_grid, delta, profile=profile),
                                outdir / f"{prefix}_tradeoff", formats)
     return written
-
-
-# ------------------------------------------------------------------------------------------- CLI
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Options of ``dpcert plot``."""
-    p.add_argument("--mechanism", "-m", help="mechanism name (with --<param> value ...); default: DP-SGD")
-    p.add_argument("--times", "-k", type=int, help="number of compositions (with --mechanism)")
-    p.add_argument("--sigma", "--noise-multiplier", dest="sigma", type=float, help="DP-SGD noise multiplier")
-    p.add_argument("--sample-rate", "-q", type=float, help="DP-SGD Poisson sample rate")
-    p.add_argument("--steps", "-T", type=int, help="DP-SGD steps")
-    p.add_argument("--delta", type=float, default=1e-5, help="delta for epsilon plots (default 1e-5)")
-    p.add_argument("--out", default="plots", help="output directory (default ./plots)")
-    p.add_argument("--formats", nargs="+", default=["png", "svg"], choices=["png", "svg", "pdf"],
-                   help="image formats (default png svg)")
-    p.add_argument("--kinds", nargs="+", default=list(KINDS), choices=list(KINDS),
-                   help="which plots (default all)")
-    p.add_argument("--points", type=int, default=12, help="points per curve (default 12)")
-    p.add_argument("--relation", default="add_remove", choices=["add_remove", "replace_one"],
-                   help="neighbouring relation (default add_remove)")
-
-
-def cli_main(args: argparse.Namespace, extra: list[str]) -> int:
-    """Entry point of ``dpcert plot`` (see :func:`add_arguments`)."""
-    from accountant import cli
-
-    _figure()  # fail early and clearly when matplotlib is missing
-    if args.mechanism:
-        # --sigma / --sample-rate given with --mechanism are that mechanism's own parameters
-        extra = list(extra)
-        for opt, val in (("--sigma", args.sigma), ("--sample-rate", args.sample_rate)):
-            if val is not None:
-                extra += [opt, repr(val)]
-        if args.steps is not None:
-            raise cli.CLIError("with --mechanism give the number of compositions as --times")
-        mech = cli._mechanism_from_args(args.mechanism, extra)
-        times = args.times if args.times is not None else 1
-        prefix = mech.name
-    else:
-        if extra:
-            raise cli.CLIError(f"unexpected arguments {extra}")
-        if args.sigma is None or args.sample_rate is None or args.steps is None:
-            raise cli.CLIError("give --sigma, --sample-rate and --steps (DP-SGD) or --mechanism NAME")
-        from mechanisms.subsampled import SubsampledGaussian
-
-        mech = SubsampledGaussian(sigma=args.sigma, sample_rate=args.sample_rate)
-        times = args.steps
-        prefix = "dpsgd"
-    if times < 1:
-        raise cli.CLIError("need at least one composition")
-    if args.points < 2:
-        raise cli.CLIError("--points must be >= 2")
-
-    def progress(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
-    paths = make_plots(mech, times, args.delta, args.out, args.formats, args.kinds, args.points,
-                       args.relation, prefix, progress)
-    for path in paths:
-        print(path)
-    return 0

@@ -11,7 +11,7 @@ import numpy as np
 
 from conversions import contour, rdp_to_dp
 from conversions.bracket import Bracket
-from mechanisms import _validate as V
+from mechanisms import validation as V
 from mechanisms.base import RELATIONS, Mechanism
 
 from . import routes
@@ -185,6 +185,10 @@ class PrivacyAccountant:
         from .dp_event import ledger_to_dp_event
 
         return ledger_to_dp_event(self._history_entries(), self.relation)
+
+    def _empty_like(self) -> PrivacyAccountant:
+        """A new, empty accountant with this one's relation and accuracy target (no budget)."""
+        return PrivacyAccountant(self.relation, self.rtol)
 
     def _history_entries(self) -> list[tuple[Mechanism, int]]:
         """The composition order as runs ``[(mechanism, count)]`` (the ledger's order where unknown: a

@@ -27,7 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mechanisms import _validate as V
+from mechanisms import validation as V
+
+from ._figure import figure
 
 
 class NonMonotoneReportWarning(RuntimeWarning):
@@ -112,11 +114,9 @@ class PrivacyReport:
         Returns the matplotlib Figure (``path``: also saved there; the format from its suffix).  Needs
         matplotlib (``pip install 'dpcert[plot]'``).
         """
-        from .plots import _figure
-
         fig = None
         if ax is None:
-            fig = _figure()
+            fig = figure()
             ax = fig.add_subplot()
         x = self.epochs if self.every else self.steps
         ax.plot(x, self.epsilon, "-", marker="o", ms=3, label="certified epsilon (upper bound)")
@@ -169,8 +169,6 @@ def trajectory(acct, delta: float, *, every: int | None = None, steps: Sequence[
                method: str = "auto") -> PrivacyReport:
     """Certified epsilon(``delta``) after every ``every`` compositions (and at the end), or after each
     count in ``steps``, for the run recorded in ``acct`` (a :class:`PrivacyAccountant`)."""
-    from .privacy_accountant import PrivacyAccountant
-
     delta = V.delta(delta)
     runs = acct._history_entries()
     exact_order = getattr(acct, "_history_exact", False) and acct._history_consistent()
@@ -181,7 +179,7 @@ def trajectory(acct, delta: float, *, every: int | None = None, steps: Sequence[
     t0 = time.perf_counter()
     eps, lows, meths, notes = [], [], [], []
     for t in pts:
-        a = PrivacyAccountant(acct.relation, acct.rtol)
+        a = acct._empty_like()
         for m, k in prefix(runs, t):
             a._ledger.add(m, k)
         cert = a.certificate(delta=delta, method=method)

@@ -35,9 +35,7 @@ def _votes(queries: int, teachers: int, classes: int, rng) -> np.ndarray:
 
 
 def rows(repeat: int = 5) -> list[tuple[str, float]]:
-    from mechanisms import Gaussian, Laplace
-    from mechanisms.gnss import GNSS, GNSSUpperBound
-    from mechanisms.pate_ptr import (
+    from accountant.adaptive.pate_ptr import (
         PATEPTRParameters,
         check_conditions,
         local_sensitivity_profile,
@@ -45,10 +43,12 @@ def rows(repeat: int = 5) -> list[tuple[str, float]]:
         pate_ptr,
         rdp_gnmax_data_dependent,
     )
-    from mechanisms.per_instance import objpert_solve, report_data_independent
+    from accountant.adaptive.per_instance import objpert_solve, report_data_independent
+    from accountant.adaptive.ptr_binary import binary_rnm_envelope
+    from accountant.adaptive.ptr_regression import OPSPlan, ops_ptr
+    from mechanisms import Gaussian, Laplace
+    from mechanisms.gnss import GNSS, GNSSUpperBound
     from mechanisms.ptr import GeneralizedPTR, PTRRenyi
-    from mechanisms.ptr_binary import binary_rnm_envelope
-    from mechanisms.ptr_regression import OPSPlan, ops_ptr
 
     rng = np.random.default_rng(0)
     out: list[tuple[str, float]] = []

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln
 
+from mechanisms._numerics import log_binomial_coefficients
+
 LOG_PRUNE = -690.0  # exp(-690) ~ 1e-300
 MAX_ATOMS = 400_000  # above this we stop separating atoms (the contour still handles them)
 _PRUNED_MASS = 3e-300  # > e^{LOG_PRUNE} = 2.2e-300: a bound on the mass of each pruned atom
@@ -235,73 +237,6 @@ def _binomial_power(a: Atoms, k: int, log_fact: np.ndarray | None) -> Atoms | No
         # consecutive losses differ by |l0 - l1|: already distinct after rounding, nothing to merge
         return Atoms(losses[keep], logw[keep], dropped, 0.0, log_err, loss_err)
     return _merge_prune(losses[keep], logw[keep], dropped, 0.0, log_err, loss_err)
-
-
-_STIRLING_TABLE_MAX = 30
-
-
-def _stirlerr(n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(stirlerr(n), error bound) for integers n >= 1: log(n!) - (n + 1/2) log n + n - log(2 pi)/2.
-
-    n > 30: the Stirling series 1/(12n) - 1/(360n^3) + 1/(1260n^5) - 1/(1680n^7), truncation error
-    < 1/(1188 n^9) < 1e-16 (alternating series); n <= 30: from log(n!) with n! exact (an integer below
-    2^108, rounded once), error a few ulps of the terms (<= 200 ulps absolute, bounded below)."""
-    n = np.asarray(n, dtype=float)
-    out = np.empty(n.shape)
-    err = np.empty(n.shape)
-    big = n > _STIRLING_TABLE_MAX
-    nb = n[big]
-    inv = 1.0 / nb
-    inv2 = inv * inv
-    out[big] = inv * (1.0 / 12.0 - inv2 * (1.0 / 360.0 - inv2 * (1.0 / 1260.0 - inv2 / 1680.0)))
-    err[big] = 1e-16 + 4.0 * _U * out[big]
-    small = ~big
-    if small.any():
-        ns = n[small].astype(np.int64)
-        out[small] = _STIRLERR_SMALL[ns]
-        err[small] = 400.0 * _U
-    return out, err
-
-
-def _stirlerr_small_table() -> np.ndarray:
-    t = np.zeros(_STIRLING_TABLE_MAX + 1)
-    for i in range(1, _STIRLING_TABLE_MAX + 1):
-        t[i] = math.log(float(math.factorial(i))) - (i + 0.5) * math.log(i) + i - 0.5 * math.log(2 * math.pi)
-    return t
-
-
-_STIRLERR_SMALL = _stirlerr_small_table()
-
-
-def log_binomial_coefficients(k: int, j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(log C(k, j), absolute error bound) for integers 0 <= j <= k < 2^53 (array j).
-
-    log C(k, j) = stirlerr(k) - stirlerr(j) - stirlerr(k - j) - j log(j/k) - (k - j) log((k - j)/k)
-    + (1/2) log(k / (2 pi j (k - j))) for 0 < j < k (Stirling's formula with the exact remainder
-    stirlerr; Loader 2000), 0 at j = 0 and j = k.  Every term is computed to a few ulps of its own
-    size, and no term exceeds k log 2 + O(log k) in size, so the error bound is about 10 ulps of
-    k log 2 (versus ulps of k log k for differences of lgamma values).
-    """
-    j = np.asarray(j, dtype=np.int64)
-    out = np.zeros(j.shape)
-    err = np.zeros(j.shape)
-    inner = (j > 0) & (j < k)
-    if not inner.any():
-        return out, err
-    ji = j[inner].astype(float)
-    kf = float(k)
-    mi = kf - ji
-    sk, ek = _stirlerr(np.array([kf]))
-    sj, ej = _stirlerr(ji)
-    sm, em = _stirlerr(mi)
-    tj = ji * np.log(ji / kf)
-    tm = mi * np.log(mi / kf)
-    half = 0.5 * np.log(kf / (2.0 * math.pi * ji * mi))
-    out[inner] = sk[0] - sj - sm - tj - tm + half
-    # j/k is rounded (relative u), so log(j/k) is off by <= u absolute before its own rounding: the
-    # products carry j u + (k - j) u = k u, plus a few ulps of each term and of the sum
-    err[inner] = ek[0] + ej + em + 8.0 * _U * (np.abs(tj) + np.abs(tm) + np.abs(half) + 1.0) + 2.0 * _U * kf
-    return out, err
 
 
 def kernel_rel_err(n: int) -> float:

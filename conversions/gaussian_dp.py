@@ -15,6 +15,8 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr
 
+from mechanisms import validation as V
+
 # unit roundoff; scipy's log_ndtr is accurate to 4.2 ulps of (1 + |value|) (measured against mpmath on
 # [-3000, 5]); we allow 16
 _U = 2.0 ** -53
@@ -137,3 +139,29 @@ def gaussian_epsilon(delta: float, mu: float, mu_rel_err: float = 0.0) -> tuple[
 
 def gaussian_delta_array(eps, mu: float) -> np.ndarray:
     return np.array([gaussian_delta(float(e), mu) for e in np.atleast_1d(eps)])
+
+
+def calibrate_gaussian_mu(epsilon: float, delta: float) -> float:
+    """Largest mu with mu-GDP being (epsilon, delta)-DP (the analytic Gaussian mechanism).
+
+    A Gaussian mechanism with L2 sensitivity s and noise ``s / mu`` is then (epsilon, delta)-DP by its
+    exact privacy profile (Balle & Wang 2018, "Improving the Gaussian mechanism for differential
+    privacy", Thm 8; module docstring).  Root finding, then a walk toward the safe side: the returned
+    mu satisfies delta(epsilon) <= delta (a lower bound of the largest such mu).
+    """
+    eps = V.real("epsilon", epsilon, low=0.0, low_open=True)
+    dl = V.delta(delta)
+
+    def f(mu: float) -> float:
+        return math.log(gaussian_delta(eps, mu)) - math.log(dl)
+
+    hi = 1.0
+    while f(hi) < 0:
+        hi *= 2.0
+    lo = hi / 2.0
+    while f(lo) > 0:
+        lo /= 2.0
+    mu = brentq(f, lo, hi, xtol=1e-15, rtol=1e-14)
+    while f(mu) > 0:
+        mu *= 1.0 - 1e-12
+    return mu

@@ -6,8 +6,8 @@ P = Lap(0, b), Q = Lap(Delta, b) is symmetric (delta_add = delta_remove) and
     delta(eps) = 1 - e^{(eps - a)/2}   for 0 <= eps <= a,     0 for eps >= a,
     eps(delta) = max(0, a + 2 log(1 - delta))                  for 0 < delta < 1.
 
-Source: spec 02, property 5 ("Laplace single-shot closed form"), from the privacy-loss measure of
-spec 02 section 2.2 (atom 1/2 at +a, density (1/4) e^{(l - a)/2} on (-a, a)); the tests re-derive it
+Source: our derivation (docs/derivations/laplace.md) from the privacy-loss measure of the Laplace pair
+(atom 1/2 at +a, atom e^{-a}/2 at -a, density (1/4) e^{(l - a)/2} on (-a, a)); the tests re-derive it
 from the mpmath integral of (1 - e^{eps - L})_+ against that measure.  Exact for one use of the
 mechanism; the only error is floating point (a few ulps), bounded by ``LAPLACE_REL_ERR`` and
 reported.  Compositions of two or more Laplace mechanisms have no such form here (they go through

@@ -2,14 +2,15 @@
 
 Setting: a composition of Poisson-subsampled Gaussian steps (add/remove relation), entry i having noise
 sigma_i, sensitivity Delta_i, sampling rate q_i and count k_i (a plain Gaussian is q_i = 1).  In the
-normalised outputs y = x / Delta_i the dominating pair of one step is (spec 02 section 1.8)
+normalised outputs y = x / Delta_i the dominating pair of one step is (Zhu, Dong & Wang 2022, Thm 3.3.5 of
+the thesis)
 
     remove:  P_i = (1 - q_i) N(0, s_i^2) + q_i N(1, s_i^2),   Q_i = N(0, s_i^2),   s_i = sigma_i / Delta_i;
     add:     the swap (P_i and Q_i exchanged).
 
 Data processing (any statistic g of the outputs): H_{e^eps}(g(P) || g(Q)) <= H_{e^eps}(P || Q) = delta(eps).
-We use the maximum M = max_j y_j over all T = sum_i k_i outputs (spec 08 section 4), whose CDFs are exact
-products (T enters only as an exponent):
+We use the maximum M = max_j y_j over all T = sum_i k_i outputs (docs/derivations/lower-bounds.md), whose
+CDFs are exact products (T enters only as an exponent):
 
     remove:  F_Q(m) = prod_i Phi(m / s_i)^{k_i},
              F_P(m) = prod_i [(1 - q_i) Phi(m / s_i) + q_i Phi((m - 1) / s_i)]^{k_i};
@@ -33,7 +34,8 @@ relative error (plus (n + 3) ulps), underflow of Gbar_i is covered by an absolut
 every exp / expm1 / product / difference is rounded outward by a few ulps: P-masses down, Q-masses up,
 the result down.
 
-Source: spec 08 section 4 (this project); the max statistic's exact CDFs are elementary.  Lower bounds.
+Source: our derivation (docs/derivations/lower-bounds.md; data processing inequality); the max statistic's
+exact CDFs are elementary.  Lower bounds.
 """
 
 from __future__ import annotations
@@ -601,9 +603,10 @@ def sum_statistic_delta_lower(entries, eps: float, direction: str = "remove") ->
 
     S is a Gaussian mixture over K ~ Bin(T, q): remove P_S = sum_K b_K N(K, T s^2), Q_S = N(0, T s^2);
     add: the swap.  The likelihood ratio of S is monotone, so delta_S(eps) = P_S(A) - e^eps Q_S(A) with
-    A a half line at the crossing point; by data processing delta_S <= delta (spec 08 section 4; good in
-    the smooth regime T q^2 >> 1, where the max statistic is weak).  Exact at T = 1.  All masses are
-    bounded with declared float errors (see :class:`_SumStatistic`) and rounded to the safe side.
+    A a half line at the crossing point; by data processing delta_S <= delta
+    (docs/derivations/lower-bounds.md; good in the smooth regime T q^2 >> 1, where the max statistic is
+    weak).  Exact at T = 1.  All masses are bounded with declared float errors (see :class:`_SumStatistic`)
+    and rounded to the safe side.
 
     Raises ValueError unless every entry is the same (sigma / sensitivity, sample_rate) after merging.
     """

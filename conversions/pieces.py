@@ -2,7 +2,7 @@
 
 A mechanism may describe the continuous part of its privacy-loss measure (under P) exactly as
 exponential pieces ``W e^{r l}`` on ``[lo, hi]`` (``Mechanism.pld_exp_pieces``; Laplace has one piece,
-density (1/4) e^{(l - a)/2} on (-a, a), spec 02 section 2.2).  Write each factor's MGF as A_j + C_j
+density (1/4) e^{(l - a)/2} on (-a, a), docs/derivations/laplace.md).  Write each factor's MGF as A_j + C_j
 (atoms + continuous).  Expanding prod_j (A_j + C_j)^{k_j} by the number of continuous factors:
 
 * order 0: prod_j A_j^{k_j}, the atoms (``conversions.atoms``, exact);
@@ -16,9 +16,9 @@ density (1/4) e^{(l - a)/2} on (-a, a), spec 02 section 2.2).  Write each factor
 On the contour these terms decay only like 1/|t|, 1/|t|^2 and 1/|t|^3 (the Fourier transforms of
 densities with jumps and kinks), which is what makes Laplace-type compositions expensive to invert
 numerically.  Here their contribution to delta(eps) = E[(1 - e^{eps - L})_+] is integrated exactly
-(``_kernels``), so the contour only sees orders >= 4 (decay 1/|t|^4).  Source of the decomposition:
-spec 02b (atoms plus an absolutely continuous remainder); the closed forms are ours and tested against
-mpmath quadrature.
+(``_kernels``), so the contour only sees orders >= 4 (decay 1/|t|^4).  Source: our derivation (the
+decomposition above into atoms plus an absolutely continuous remainder; docs/derivations/laplace.md);
+the closed forms are tested against mpmath quadrature.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ data-dependent report costs a noisy gradient and a GOE-noised Hessian (charged t
 import numpy as np
 
 from accountant import PrivacyAccountant
-from mechanisms.per_instance import (
+from accountant.adaptive.per_instance import (
     calibrate_report_noise,
     expost_log_ratio,
     objpert_mechanism,

@@ -13,8 +13,8 @@ random stopping with a public validation set.
 import numpy as np
 
 from accountant import PrivacyAccountant
-from mechanisms.ptr_regression import OPSPlan, ops_ptr
-from mechanisms.ptr_selection import ptr_select, selection_budget
+from accountant.adaptive.ptr_regression import OPSPlan, ops_ptr
+from accountant.adaptive.ptr_selection import ptr_select, selection_budget
 
 THETA = np.array([0.4, -0.3, 0.2, 0.1, -0.25])
 

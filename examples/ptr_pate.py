@@ -11,7 +11,7 @@ whether the labels were released or not.
 import numpy as np
 
 from accountant import PrivacyAccountant
-from mechanisms.pate_ptr import PATEPTRParameters, gnmax_data_independent_epsilon, pate_ptr
+from accountant.adaptive.pate_ptr import PATEPTRParameters, gnmax_data_independent_epsilon, pate_ptr
 
 
 def synthetic_votes(consensus: str, rng, queries=100, teachers=400, classes=10):

@@ -1,9 +1,9 @@
 """numba kernels for Bernoulli Renyi divergences, log Phi and Poisson-subsampled binomial sums.
 
-Used by :mod:`mechanisms.screening` (noisy screening, spec 03 T1 and section 4.2) and
-:mod:`mechanisms.gnmax` (Poisson-subsampled Gaussian, spec 03 T4 / spec 01 R7).
+Used by :mod:`mechanisms.screening` (noisy screening, docs/derivations/noisy-screening.md §§1-2) and
+:mod:`mechanisms.gnmax` (Poisson-subsampled Gaussian, docs/derivations/subsampling.md).
 
-Numerical design (spec 03 section 3 "numerically stable evaluation", P19):
+Numerical design (docs/derivations/noisy-screening.md §6):
 
 * ``log_ndtr`` is a jit-able log Phi(z) with full relative accuracy on the whole real line: the
   complementary error function where it is representable and the asymptotic series
@@ -18,10 +18,11 @@ Numerical design (spec 03 section 3 "numerically stable evaluation", P19):
   where expm1mx(y) = e^y - 1 - y >= 0.  (Proof: with a = b(1 + u), the atom contributes
   b[(1 + u)^alpha - 1 - alpha u]; the linear terms of the two atoms cancel exactly because
   p - q = -((1 - p) - (1 - q)); expanding (1 + u)^alpha = e^{alpha r} gives the bracket.)
-  This replaces the expm1/log1p recipe of spec 03 section 3 (which still cancels at first order,
+  This replaces the expm1/log1p recipe of that section (which still cancels at first order,
   losing digits when the log-ratios are tiny) by an expression that has full relative accuracy.
 * Binomial sums of the Poisson-subsampling theorems are evaluated as A - 1 = sum_{l >= 2} w_l
-  expm1((l - 1) eps(l)) (all terms non-negative, spec 01 5.2.2 "expm1 form"), then log1p.
+  expm1((l - 1) eps(l)) (all terms non-negative, the "expm1 form" of docs/derivations/subsampling.md), then
+  log1p.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ import math
 
 import numpy as np
 from numba import njit
+
+from ._numerics import log_expm1_scalar
 
 _SQRT1_2 = 0.7071067811865476
 _HALF_LOG_2PI = 0.9189385332046728
@@ -549,24 +552,14 @@ def log_mix_ratio(r: float, loggamma: float, log1mgamma: float, gamma: float) ->
 
 # --------------------------------------------------------------------------- Poisson subsampling sums
 @njit(cache=True)
-def log_expm1(x: float) -> float:
-    """log(e^x - 1) for x > 0 (-inf at 0)."""
-    if x <= 0.0:
-        return -_INF
-    if x > 30.0:
-        return x + math.log1p(-math.exp(-x))
-    return math.log(math.expm1(x))
-
-
-@njit(cache=True)
 def subsampled_cgf_int(orders: np.ndarray, gamma: float, log_em1: np.ndarray, general: bool) -> np.ndarray:
     """Poisson-subsampled CGF K(a) = (a-1) eps_sub(a) at the integer orders ``orders`` (each >= 2).
 
     ``log_em1[l]`` = log expm1((l - 1) eps(l)) of the base mechanism for l = 2..max(orders)
-    (entries 0, 1 unused).  Tight form (spec 01 R6/R7, thesis Thm 2.3.2/2.3.4):
+    (entries 0, 1 unused).  Tight form (Zhu & Wang 2019; Zhu 2023 thesis, Thms 2.3.2/2.3.4):
         A(a) - 1 = sum_{l=2..a} C(a, l) (1-gamma)^{a-l} gamma^l expm1((l-1) eps(l)),
     a sum of non-negative terms (the l = 0, 1 terms of the binomial identity cancel exactly), and
-    K(a) = log1p(A(a) - 1).  General form (``general=True``, spec 01 R5, thesis Thm 2.3.1): the
+    K(a) = log1p(A(a) - 1).  General form (``general=True``, thesis Thm 2.3.1): the
     l >= 3 terms use 3 e^{(l-1) eps(l)} - 1 = 2 + 3 expm1(...) instead.  Cost: sum of the orders.
     """
     nord = orders.shape[0]
@@ -623,5 +616,5 @@ def gaussian_log_em1(amax: int, c: float) -> np.ndarray:
     """log expm1((l-1) eps(l)) for the Gaussian eps(l) = c l, l = 0..amax."""
     out = np.full(amax + 1, -_INF)
     for ll in range(2, amax + 1):
-        out[ll] = log_expm1((ll - 1.0) * ll * c)
+        out[ll] = log_expm1_scalar((ll - 1.0) * ll * c)
     return out

@@ -63,7 +63,7 @@ class Mechanism:
     symmetric: ClassVar[bool] = True
     tight: ClassVar[bool] = True
     pld_available: ClassVar[bool] = False
-    poisson_tight: ClassVar[bool] = False  # Poisson-subsampled RDP equals the tight L(alpha) (spec 01 R7)
+    poisson_tight: ClassVar[bool] = False  # Poisson-subsampled RDP = the tight L(alpha) (Zhu & Wang 2019)
     relations: ClassVar[tuple[str, ...]] = RELATIONS
 
     # ------------------------------------------------------------------ RDP
@@ -164,7 +164,7 @@ class Mechanism:
 
         The default covers mechanisms whose continuous part is given exactly by ``pld_exp_pieces``
         (atoms plus closed-form integrals of the exponential pieces, e.g. Laplace); atomic mechanisms
-        (``_AtomicPLD``) histogram their atoms; others return ``None``.
+        (``mechanisms.lattice.AtomicMechanism``) histogram their atoms; others return ``None``.
         """
         check_direction(direction)
         pieces = self.pld_exp_pieces(direction)

@@ -3,8 +3,9 @@
 Dominating pair (exact, tight): P = N(Delta, sigma^2), Q = N(0, sigma^2); with mu = Delta / sigma the
 privacy loss is L ~ N(mu^2/2, mu^2) under P (symmetric: the add pair gives the same law).
 
-* RDP (Mironov 2017; spec 01 R3): eps(alpha) = alpha mu^2 / 2 for every real alpha > 0. Exact.
-* log MGF (spec 02 section 2.1, spec 02b): log M(s) = s (s + 1) mu^2 / 2, entire. Exact.
+* RDP (Mironov 2017, Table II): eps(alpha) = alpha mu^2 / 2 for every real alpha > 0. Exact.
+* log MGF of the privacy loss N(mu^2/2, mu^2) (Dong, Roth & Su 2022; Zhu, Dong & Wang 2022): log M(s) = s (s
+  + 1) mu^2 / 2, entire. Exact.
 * Privacy profile (Balle & Wang 2018): delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2),
   i.e. the mechanism is mu-GDP; k-fold composition is sqrt(k) mu-GDP. Exact.
 """
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _validate as V
+from . import validation as V
 from .base import Mechanism, as_complex_array, check_direction
 from .registry import register
 

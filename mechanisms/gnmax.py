@@ -1,8 +1,8 @@
-"""Gaussian noisy argmax (GNMax) and its Poisson-subsampled form: data-independent plug-ins (spec 03).
+"""Gaussian noisy argmax (GNMax) and its Poisson-subsampled form: data-independent plug-ins.
 
-GNMax (spec 03 section 2.3, T2; Papernot et al. 2018) releases argmax_j (n_j + N(0, sigma^2)) for a
-vote histogram n whose L2 sensitivity is Delta (Delta = sqrt(2) when one neighbour is swapped for
-another of a different class, spec 03 section 1.3; Delta = 1 when a vote is only added).
+GNMax (Papernot et al. 2018; used by Zhu, Yu & Wang 2020 for Private-kNN) releases argmax_j (n_j + N(0,
+sigma^2)) for a vote histogram n whose L2 sensitivity is Delta (Delta = sqrt(2) when one neighbour is
+swapped for another of a different class: two counts move by one each; Delta = 1 when a vote is only added).
 
 * RDP (upper bound, both directions, both relations as long as Delta bounds the L2 change):
       eps(alpha) = alpha Delta^2 / (2 sigma^2),
@@ -10,11 +10,12 @@ another of a different class, spec 03 section 1.3; Delta = 1 when a vote is only
   (``tight = False``).  The Gaussian pair N(Delta, sigma^2) vs N(0, sigma^2) dominates GNMax, so its
   log-MGF is a valid (pessimistic) characteristic-function representation.
 * Poisson-subsampled GNMax (rate gamma, add/remove): the tight binomial form of the subsampled
-  Gaussian at integer alpha (thesis Thm 2.3.2/2.3.4 with Prop. 2.3.6, spec 01 R6/R7, = Mironov,
-  Talwar & Zhang 2019), CGF interpolation for fractional alpha (spec 01 R10) and the cap
-  eps_sub <= eps (spec 01 R11.1).  Upper bound on both directions of the subsampled pair.
+  Gaussian at integer alpha (Zhu & Wang 2019; Zhu 2023 thesis, Thms 2.3.2/2.3.4 with Prop. 2.3.6;
+  = Mironov, Talwar & Zhang 2019), CGF interpolation for fractional alpha and the cap eps_sub <= eps
+  (docs/derivations/subsampling.md).  Upper bound on both directions of the subsampled pair.
 
-The data-dependent GNMax analysis (smooth sensitivity / PTR) is out of scope here (spec 04).
+The data-dependent GNMax analysis (smooth sensitivity / PTR) is out of scope here (see
+:mod:`accountant.adaptive.pate_ptr`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _validate as V
+from . import validation as V
+from ._numerics import log_expm1
 from ._screening_kernels import subsampled_cgf_int
 from .base import Mechanism, as_complex_array, check_direction
 from .registry import register
@@ -40,20 +42,9 @@ BINOMIAL_ORDER_LIMIT = 20000
 MAX_MU = 1e100  # GNMax: largest sensitivity / sigma with finite float RDP and log-MGF values
 
 
-def _log_expm1_vec(x: np.ndarray) -> np.ndarray:
-    """log(e^x - 1) elementwise for x >= 0 (-inf at 0, inf at inf)."""
-    x = np.asarray(x, dtype=float)
-    out = np.full(x.shape, -np.inf)
-    big = x > 30.0
-    mid = (x > 0.0) & ~big
-    out[big] = x[big] + np.log1p(-np.exp(-x[big]))
-    out[mid] = np.log(np.expm1(x[mid]))
-    return out
-
-
 def poisson_subsampled_rdp(alpha, base_rdp: Callable[[np.ndarray], np.ndarray], sample_rate: float,
                            method: str = "tight") -> np.ndarray:
-    """Binomial Poisson-subsampling bound for a base RDP curve (spec 01 R5-R7, R10, R11.1).
+    """Binomial Poisson-subsampling bound for a base RDP curve (docs/derivations/subsampling.md).
 
     Parameters
     ----------
@@ -94,7 +85,7 @@ def poisson_subsampled_rdp(alpha, base_rdp: Callable[[np.ndarray], np.ndarray], 
         ints = np.arange(2, amax + 1, dtype=float)
         eps_int = np.asarray(base_rdp(ints), dtype=float)
         log_em1 = np.full(amax + 1, -math.inf)
-        log_em1[2:] = _log_expm1_vec((ints - 1.0) * eps_int)
+        log_em1[2:] = log_expm1((ints - 1.0) * eps_int)
         kv = subsampled_cgf_int(need.astype(np.int64), gamma, log_em1, method == "general")
         cgf = dict(zip(need.tolist(), kv.tolist(), strict=True))
         cgf[1] = 0.0
@@ -128,12 +119,13 @@ class GNMax(Mechanism):
     sigma : float
         Noise standard deviation per class, > 0 (vote units).
     sensitivity : float, default sqrt(2)
-        L2 sensitivity of the histogram (sqrt(2) for a neighbour swap, spec 03 section 1.3).
+        L2 sensitivity of the histogram (sqrt(2) for a neighbour swap).
 
     Notes
     -----
-    RDP alpha Delta^2 / (2 sigma^2) (spec 03 T2), an upper bound; the Gaussian dominating pair is exposed
-    for the characteristic-function route (pessimistic for argmax, hence ``tight = False``).
+    RDP alpha Delta^2 / (2 sigma^2) (Gaussian mechanism, Mironov 2017), an upper bound; the Gaussian
+    dominating pair is exposed for the characteristic-function route (pessimistic for argmax, hence ``tight
+    = False``).
     """
 
     sigma: float

@@ -1,13 +1,15 @@
 """GNSS: Gaussian noise scaled by a smooth sensitivity, and the (beta, sigma_s, sigma_2)-GNSS upper bound.
 
-Core GNSS (Papernot, Song, Mironov, Raghunathan, Talwar & Erlingsson 2018, Thm 23; spec 04 section 3.5a).
-Given a real function f, a beta-smooth upper bound S of its local sensitivity (S(X) >= LS_f(X) and
-S(X) <= e^beta S(X') for neighbours) and a noise multiplier sigma, the mechanism releases
+Core GNSS (Papernot, Song, Mironov, Raghunathan, Talwar & Erlingsson 2018, Thm 23;
+docs/derivations/generalized-ptr.md §6). Given a real function f, a beta-smooth upper bound S of its local
+sensitivity (S(X) >= LS_f(X) and S(X) <= e^beta S(X') for neighbours) and a noise multiplier sigma, the
+mechanism releases
 
     f(X) + S(X) * N(0, sigma^2).
 
-Its RDP is computed here by the **exact worst case** over the whole class of such (f, S) (spec 04
-section 3.5a, [ours]): normalising S(X) = 1, a neighbour has S(X') = e^c with c in [-beta, beta] and
+Its RDP is computed here by the **exact worst case** over the whole class of such (f, S) (our derivation,
+docs/derivations/generalized-ptr.md §6): normalising S(X) = 1, a neighbour has S(X') = e^c with c in [-beta,
+beta] and
 |f(X) - f(X')| <= min(S(X), S(X')) = m_c = min(1, e^c), so
 
     eps(lambda) = max_{c in [-beta, beta]} max( D_lambda(N(0, sigma^2) || N(m_c, e^{2c} sigma^2)),
@@ -22,13 +24,13 @@ the optimisation tolerance, which is made safe by a relative margin of 1e-9).
 
 The printed closed form of Thm 23,
 ``eps_T23(l) = l e^{2 beta}/sigma^2 + (beta l - log(1 - 2 l beta)/2)/(l - 1)`` for 1 < l < 1/(2 beta),
-**under-reports** the exact worst case when l * beta is close to 1/2 (spec 04 R-73: sigma=15, beta=0.01,
+**under-reports** the exact worst case when l * beta is close to 1/2 (sigma=15, beta=0.01,
 l=45: exact 0.9147 vs 0.2404), so it is only exposed as a comparison (:func:`gnss_rdp_thm23`).
-Following spec 04 P-5 the mechanism reports no bound (``+inf``) for orders with l * beta >= 1/2.
+The mechanism therefore reports no bound (``+inf``) for orders with l * beta >= 1/2.
 
-(beta, sigma_s, sigma_2)-GNSS (Redberg, Zhu & Wang 2023, Lemma 5.5 / D.9, seed 000; spec 04 section 3.5b)
-releases a private high-probability *upper bound* of a data-dependent quantity f(X) (e.g. a
-data-dependent RDP) from its beta-smooth sensitivity SS(X) > 0:
+(beta, sigma_s, sigma_2)-GNSS (Redberg, Zhu & Wang 2023, Lemma 5.5 / D.9;
+docs/derivations/generalized-ptr.md §6) releases a private high-probability *upper bound* of a
+data-dependent quantity f(X) (e.g. a data-dependent RDP) from its beta-smooth sensitivity SS(X) > 0:
 
     mu = log SS(X) + beta sigma_2 Z_1 + sqrt(2 log(2/delta_2)) sigma_2 beta
     U  = f(X) + SS(X) sigma_s Z_2 + sigma_s sqrt(2 log(2/delta_2)) e^mu.
@@ -37,8 +39,9 @@ Privacy: mu is a Gaussian mechanism on log SS (global sensitivity beta, noise be
 lambda/(2 sigma_2^2); f + SS sigma_s Z_2 is core GNSS; U is post-processing.  Total RDP
 ``eps_GNSS(lambda; beta, sigma_s) + lambda / (2 sigma_2^2)``.  Lemma 5.5's closed form
 ``(3 lambda + 2)/(2 sigma_s^2)`` (with sigma_2 = sigma_s) rests on a shortcut that Thm 23 does not imply
-(spec 04 R-19/R-20); it is exposed only as a cross-check (:meth:`GNSSUpperBound.lemma55_rdp`).
-Coverage: P[U >= f(X)] >= 1 - delta_2 (Gaussian tail e^{-t^2/2} twice at delta_2/2).
+(docs/derivations/generalized-ptr.md §6); it is exposed only as a cross-check
+(:meth:`GNSSUpperBound.lemma55_rdp`). Coverage: P[U >= f(X)] >= 1 - delta_2 (Gaussian tail e^{-t^2/2} twice
+at delta_2/2).
 
 Neighbouring relation: whatever relation f, S are defined under (the relation enters only through
 S >= LS and the beta-smoothness of S).
@@ -52,7 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from . import _validate as V
+from . import validation as V
 from .base import Mechanism
 from .registry import register
 
@@ -150,7 +153,7 @@ def _beta_reason(beta: float) -> str | None:
     if beta < 0.5:
         return None
     return (f"GNSS RDP is bounded only for orders 1 < alpha < 1/(2 beta) = {1 / (2 * beta):.4g} "
-            f"(alpha * beta < 1/2, Papernot et al. 2018 Thm 23; spec 04 P-5), and beta = {beta:g} >= 1/2 "
+            f"(alpha * beta < 1/2, Papernot et al. 2018 Thm 23), and beta = {beta:g} >= 1/2 "
             "leaves no such order: use beta < 1/2")
 
 
@@ -191,7 +194,8 @@ def gnss_rdp_exact(alpha, beta: float, sigma: float) -> np.ndarray:
 def gnss_rdp_thm23(alpha, beta: float, sigma: float) -> np.ndarray:
     """Papernot et al. (2018) Thm 23 as printed (``+inf`` outside 1 < alpha < 1/(2 beta)).
 
-    NOT a valid bound near alpha*beta -> 1/2 (spec 04 R-73); exposed for comparison only.
+    NOT a valid bound near alpha*beta -> 1/2 (docs/derivations/generalized-ptr.md §6); exposed for
+    comparison only.
     """
     beta, sigma = _check_beta_sigma(beta, sigma)
     a = V.alphas(alpha)
@@ -217,7 +221,7 @@ class GNSS(Mechanism):
     Notes
     -----
     ``rdp`` is the exact worst case over the class (module docstring) for alpha * beta < 1/2 and
-    ``+inf`` beyond (spec 04 P-5).  Not pure DP.
+    ``+inf`` beyond.  Not pure DP.
     """
 
     sigma: float

@@ -1,13 +1,13 @@
 """Laplace mechanism M(D) = f(D) + Lap(0, b), L1 sensitivity Delta; a = Delta / b.
 
 Dominating pair (tight, symmetric): P = Lap(0, b), Q = Lap(Delta, b).  The privacy loss under P has
-two atoms and a continuous part (spec 02 section 2.2, spec 02b):
+two atoms and a continuous part (docs/derivations/laplace.md):
 
     L = +a with mass 1/2,   L = -a with mass e^{-a}/2,   density (1/4) e^{(l - a)/2} on (-a, a).
 
-* RDP (Mironov 2017; spec 01 R3), exact for real alpha > 1:
+* RDP (Mironov 2017, Table II), exact for real alpha > 1:
   eps(alpha) = log[alpha/(2alpha-1) e^{(alpha-1)a} + (alpha-1)/(2alpha-1) e^{-alpha a}] / (alpha-1).
-* log MGF (spec 02b, entire in s), exact:
+* log MGF (docs/derivations/laplace.md; entire in s), exact:
   M(s) = e^{s a} [ 1/2 + e^{-a} e^{-2 s a} / 2 + (a/2) g((2s + 1) a) ],  g(w) = (1 - e^{-w}) / w.
 * Pure DP: eps = a.
 """
@@ -19,10 +19,30 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _validate as V
+from . import validation as V
 from ._numerics import laplace_log_mgf_kernel
+from ._rdp_kernels import laplace_curve
 from .base import Mechanism, as_complex_array, check_direction
 from .registry import register
+
+__all__ = ["Laplace", "laplace_rdp"]
+
+
+def laplace_rdp(alpha, a: float) -> np.ndarray:
+    """RDP of the Laplace mechanism with normalised sensitivity ``a`` = sensitivity / scale.
+
+    eps(alpha) = log[alpha/(2alpha-1) e^{(alpha-1)a} + (alpha-1)/(2alpha-1) e^{-alpha a}]/(alpha-1)
+    (Mironov 2017, "Renyi differential privacy", Table II), eps(inf) = a; evaluated without
+    cancellation and rounded up by a few ulps (an upper bound, exact up to that margin).  Vectorised
+    over alpha > 1.
+    """
+    al = V.alphas(alpha)
+    return _laplace_curve(al, V.real("a", a, low=0.0))
+
+
+def _laplace_curve(al: np.ndarray, a: float) -> np.ndarray:
+    flat = np.ascontiguousarray(al.ravel(), dtype=float)
+    return laplace_curve(flat, a).reshape(al.shape)
 
 
 @register
@@ -59,13 +79,7 @@ class Laplace(Mechanism):
         return self.a
 
     def rdp(self, alpha) -> np.ndarray:
-        al = V.alphas(alpha)
-        # Mironov 2017 closed form in a cancellation-free arrangement, rounded up and capped at a
-        # (svt._kernels.laplace_rdp_scalar)
-        from .svt._kernels import laplace_curve
-
-        flat = np.ascontiguousarray(al.ravel(), dtype=float)
-        return laplace_curve(flat, float(self.a)).reshape(al.shape)
+        return _laplace_curve(V.alphas(alpha), float(self.a))
 
     def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
         check_direction(direction)
@@ -80,7 +94,7 @@ class Laplace(Mechanism):
         return c * a + math.log(0.5 + 0.5 * math.exp(-a - 2.0 * c * a) + 0.5 * a * g)
 
     def total_variation(self, direction: str = "remove") -> float:
-        """TV(Lap(0, b), Lap(Delta, b)) = 1 - e^{-a/2} (exact; delta(0) of spec 02 section 2.2)."""
+        """TV(Lap(0, b), Lap(Delta, b)) = 1 - e^{-a/2} (exact; delta(0), docs/derivations/laplace.md)."""
         check_direction(direction)
         return -math.expm1(-0.5 * self.a)
 

@@ -1,40 +1,43 @@
-"""Noisy screening, its Poisson-subsampled form and the Private-kNN composite (spec 03, seed 004 ch. 4).
+"""Noisy screening, its Poisson-subsampled form and the Private-kNN composite (Zhu, Yu & Wang 2020,
+"Private-kNN"; = Zhu 2023 thesis, ch. 4).
 
-Noisy screening M_s (thesis lines 5035-5078, spec 03 section 2.2) releases one bit:
+Noisy screening M_s (Zhu, Yu & Wang 2020; thesis Sec. 4.3) releases one bit:
 ``pass = 1[t + Z > T]`` with Z ~ N(0, sigma^2), where t is an integer statistic of the data (the
 largest vote count of a k-nearest-neighbour histogram) that changes by at most 1 between
 neighbouring datasets and lies in [t_min, t_max].  Write pi(t) = Phi((t - T) / sigma).
 
-* Data-independent RDP (thesis Thm 4.3.1, reconstructed in spec 03 T1; upper bound):
+* Data-independent RDP (thesis Thm 4.3.1, its garbled brackets reconstructed in
+  docs/derivations/noisy-screening.md §1; upper bound):
       eps_s(alpha) = max_{(p, q) in S} D_alpha(Bern(p) || Bern(q)),
       S = {(pi(t), pi(t')) : t, t' integers in [t_min, t_max], |t - t'| = 1}  (both orders).
   The thesis' set {(pi(t), pi(t +- 1)) : t_min <= t <= t_max} also contains the two pairs
   (t_min, t_min - 1) and (t_max, t_max + 1), whose partner lies outside the statistic's range and
   can never occur; dropping them is valid and never increases the bound.  The values differ only at
-  large orders (spec 03 golden table: identical to 11 digits for alpha <= 128 at the CIFAR-10
+  large orders (identical to 11 digits for alpha <= 128 at the CIFAR-10
   configuration, 0.07 % lower at alpha = 256, 0.4 % lower at alpha = inf), and the Poisson-subsampled
   form below then equals this curve at gamma = 1.  Valid for alpha in (1, inf];
   O(t_max - t_min) per order (numba kernel with rigorous pruning, ``_screening_kernels``).
-* **Range of t (spec 03 P2).**  The thesis uses t_min = ceil(k / c), which holds only if the
-  dataset the kNN votes are computed on has at least k records.  Under Poisson subsampling this
+* **Range of t** (docs/derivations/noisy-screening.md §1).  The thesis uses t_min = ceil(k / c), which holds
+  only if the dataset the kNN votes are computed on has at least k records.  Under Poisson subsampling this
   fails and the thesis bound is violated (brute-force counterexample in the tests).  The default
   here is t_min = 0, valid for every dataset; :meth:`NoisyScreening.thesis_range` gives the thesis
   setting for unsubsampled use on datasets of >= k records.
-* Poisson-subsampled screening, exact form (spec 03 section 4.2, derived there and re-checked in the
-  tests by brute-force enumeration of all subsets of tiny kNN datasets): with q = pi(t),
+* Poisson-subsampled screening, exact form (our derivation, docs/derivations/noisy-screening.md §2;
+  re-checked in the tests by brute-force enumeration of all subsets of tiny kNN datasets): with q = pi(t),
   p = pi(t'), p' = (1 - gamma) q + gamma p,
       eps_sub(alpha) = max_{t, t' in [t_min, t_max], |t - t'| = 1} max{D_alpha(Bern(p') || Bern(q)),
                                                                       D_alpha(Bern(q) || Bern(p'))}.
   Valid (upper bound, add/remove neighbours) for every real alpha > 1 by joint quasi-convexity of
-  the Renyi divergence.  The thesis' T4 "tight" binomial form (condition (2.2) unproven for the
-  screening bit, spec 03 P3) and the general Thm 2.3.1 bound are available from
+  the Renyi divergence (van Erven & Harremoës 2014).  The "tight" binomial form (Zhu & Wang 2019,
+  thesis Thm 2.3.4; its condition (2.2) is unproven for the screening bit) and the general bound
+  (thesis Thm 2.3.1) are available from
   :func:`subsampled_screening_rdp` for comparison only.
 * Neighbouring relation: the kNN max-vote statistic changes by at most 1 under add/remove and under
-  replace-one (spec 03 section 1.3), so :class:`NoisyScreening` supports both; the subsampled forms are
-  for add/remove with Poisson sampling only.
+  replace-one (one record enters or leaves the k nearest neighbours), so :class:`NoisyScreening` supports
+  both; the subsampled forms are for add/remove with Poisson sampling only.
 
-The data-dependent curve (spec 03 T1, last paragraph) is a function of the realised statistic t and
-is **not** a DP statement by itself (it must be released through PTR/smooth sensitivity): see
+The data-dependent curve (docs/derivations/noisy-screening.md §3) is a function of the realised statistic t
+and is **not** a DP statement by itself (it must be released through PTR/smooth sensitivity): see
 :meth:`NoisyScreening.rdp_data_dependent` and :func:`max_votes`.
 """
 
@@ -45,7 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _validate as V
+from . import validation as V
 from ._screening_kernels import (
     log_ndtr_array,
     max_binary_kl,
@@ -88,7 +91,7 @@ def _screening_pairs(sigma: float, threshold: float, t_min: int, t_max: int):
 
 
 def _subsampled_pairs(sigma: float, threshold: float, t_min: int, t_max: int, gamma: float):
-    """Ordered pairs of spec 03 section 4.2 restricted to feasible t, t': (p', q) and (q, p').
+    """Ordered pairs of the exact subsampled form restricted to feasible t, t': (p', q) and (q, p').
 
     q = pi(t), p = pi(t'), p' = (1 - gamma) q + gamma p for t, t' in [t_min, t_max], |t - t'| = 1.
     """
@@ -156,7 +159,8 @@ def _check_screening(sigma, threshold, k, t_min):
 
 # --------------------------------------------------------------------------- plain functions
 def screening_rdp(alpha, sigma: float, threshold: float, k: int, t_min: int = 0) -> np.ndarray:
-    """Data-independent RDP of noisy screening (thesis Thm 4.3.1 / spec 03 T1); upper bound.
+    """Data-independent RDP of noisy screening (Zhu 2023 thesis, Thm 4.3.1;
+    docs/derivations/noisy-screening.md §1); upper bound.
 
     Parameters
     ----------
@@ -169,7 +173,8 @@ def screening_rdp(alpha, sigma: float, threshold: float, k: int, t_min: int = 0)
     k : int
         Largest value of the statistic (number of neighbours), >= 1.
     t_min : int, default 0
-        Smallest value of the statistic; 0 is valid for every dataset (spec 03 P2).
+        Smallest value of the statistic; 0 is valid for every dataset (docs/derivations/noisy-screening.md
+        §1).
 
     Returns
     -------
@@ -182,11 +187,13 @@ def screening_rdp(alpha, sigma: float, threshold: float, k: int, t_min: int = 0)
 
 def screening_rdp_data_dependent(alpha, t, sigma: float, threshold: float, t_min: int | None = None,
                                  t_max: int | None = None) -> np.ndarray:
-    """Data-dependent screening RDP at the realised statistic ``t`` (spec 03 T1, Def. 4.2.1).
+    """Data-dependent screening RDP at the realised statistic ``t`` (thesis Def. 4.2.1;
+    docs/derivations/noisy-screening.md §3).
 
     eps_s(alpha; t) = max over t' in {t - 1, t + 1} (restricted to [t_min, t_max] when given) and both
     orders of D_alpha between Bern(pi(t)) and Bern(pi(t')).  This is a function of private data: it is
-    **not** a DP guarantee unless the statistic is released privately (PTR / smooth sensitivity, spec 04).
+    **not** a DP guarantee unless the statistic is released privately (PTR / smooth sensitivity,
+    docs/derivations/generalized-ptr.md).
 
     Returns an array of shape ``np.shape(t) + np.shape(alpha)``.
     """
@@ -230,11 +237,12 @@ def subsampled_screening_rdp(alpha, sigma: float, threshold: float, k: int, samp
     sample_rate : float
         Poisson sampling probability gamma in [0, 1].
     method : {"exact", "tight", "general"}
-        ``"exact"`` (default): spec 03 section 4.2, a proven upper bound for every real alpha > 1.
-        ``"tight"``: thesis T4 tight binomial form (spec 01 R6/R7) applied to the screening curve at
-        integer orders with CGF interpolation (spec 01 R10); **not proven** for the screening bit
-        (spec 03 P3) and provided only to reproduce the thesis' Fig. 4.5.  ``"general"``: thesis
-        Thm 2.3.1 (spec 01 R5), valid but very loose here (spec 03 test 13).
+        ``"exact"`` (default): docs/derivations/noisy-screening.md §2, a proven upper bound for every real
+        alpha > 1.
+        ``"tight"``: the tight binomial form (Zhu & Wang 2019; thesis Thm 2.3.4) applied to the
+        screening curve at integer orders with CGF interpolation (docs/derivations/subsampling.md);
+        **not proven** for the screening bit and provided only to reproduce the thesis' Fig. 4.5.
+        ``"general"``: thesis Thm 2.3.1, valid but very loose here.
 
     Returns
     -------
@@ -256,8 +264,8 @@ def subsampled_screening_rdp(alpha, sigma: float, threshold: float, k: int, samp
 def max_votes(votes) -> np.ndarray:
     """The screening statistic t = max_i n_i for vote histograms (last axis = classes).
 
-    Data-dependent quantity (spec 03 section 3.12): never publish it or a function of it without a
-    private release.
+    Data-dependent quantity (docs/derivations/noisy-screening.md §3): never publish it or a function of it
+    without a private release.
     """
     v = np.asarray(votes)
     if v.ndim == 0 or v.shape[-1] == 0:
@@ -286,14 +294,15 @@ class NoisyScreening(Mechanism):
         Number of neighbours = largest possible value of t, >= 1.
     t_min : int, default 0
         Smallest possible value of t.  0 is valid for every dataset; the thesis' ceil(k / c) is valid
-        only for datasets of at least k records (see :meth:`thesis_range`, spec 03 P2).
+        only for datasets of at least k records (see :meth:`thesis_range`,
+        docs/derivations/noisy-screening.md §1).
 
     Notes
     -----
-    ``rdp`` is the data-independent curve of thesis Thm 4.3.1 (spec 03 T1), an upper bound valid for
+    ``rdp`` is the data-independent curve of thesis Thm 4.3.1 (Zhu, Yu & Wang 2020), an upper bound valid for
     add/remove and replace-one neighbours (|Delta t| <= 1 for the kNN max vote under both).  It is not
     attained by one neighbouring pair at every order, so ``tight = False``.  Accounted by RDP only
-    (a single dominating pair is essentially the Gaussian's, spec 03 section 4.3 / P18).
+    (a single dominating pair is essentially the Gaussian's, docs/derivations/noisy-screening.md §5).
     """
 
     sigma: float
@@ -346,12 +355,14 @@ class NoisyScreening(Mechanism):
 @register
 @dataclass(frozen=True)
 class SubsampledNoisyScreening(Mechanism):
-    """Noisy screening on a Poisson subsample (rate ``sample_rate``), exact form of spec 03 section 4.2.
+    """Noisy screening on a Poisson subsample (rate ``sample_rate``), in the exact subsampled form.
+
+    The form and its proof: docs/derivations/noisy-screening.md §2.
 
     Parameters as :class:`NoisyScreening`, plus ``sample_rate`` gamma in [0, 1].  The RDP is a proven
     upper bound for every real alpha > 1 under add/remove neighbours (Poisson sampling); the pure-DP
     end is the alpha = inf value of the same formula.  t_min defaults to 0, which is required here:
-    a Poisson subsample can have fewer than k records (spec 03 P2).
+    a Poisson subsample can have fewer than k records (docs/derivations/noisy-screening.md §1).
     """
 
     sigma: float
@@ -387,7 +398,9 @@ class SubsampledNoisyScreening(Mechanism):
 @register
 @dataclass(frozen=True)
 class PrivateKNN(Mechanism):
-    """Private-kNN labelling (spec 03 T5): ``num_queries`` screenings + at most ``answer_cap`` answers.
+    """Private-kNN labelling: ``num_queries`` screenings + at most ``answer_cap`` answers.
+
+    Zhu, Yu & Wang 2020 (thesis Sec. 4.3).
 
     Per public query: a fresh Poisson subsample (rate ``sample_rate``) -> kNN votes -> noisy screening
     (``sigma_screen``, ``threshold``); if it passes and fewer than ``answer_cap`` answers were given, a
@@ -397,13 +410,13 @@ class PrivateKNN(Mechanism):
 
         eps(alpha) = num_queries * eps_sub,screen(alpha) + answer_cap * eps_sub,GNMax(alpha),
 
-    with the exact subsampled screening curve (spec 03 section 4.2) and the tight Poisson-subsampled
-    Gaussian (valid for Gaussian noise, thesis Prop. 2.3.6).  The number of answered queries is random;
-    charging the cap ``answer_cap`` **fixed before the run** is valid by the Renyi filter argument
-    (Feldman & Zrnic; thesis Thm 5.2.4): the per-query costs are chosen adaptively but their sum is at
-    most this curve almost surely (spec 03 T3 / P4).  Accounting with the realised number of answers
-    is an ex-post statement and is not what this mechanism certifies.  If one subsample feeds both
-    steps (the public code's shortcut, spec 03 P5) this accounting does not apply.
+    with the exact subsampled screening curve (docs/derivations/noisy-screening.md §2) and the tight
+    Poisson-subsampled Gaussian (valid for Gaussian noise, thesis Prop. 2.3.6).  The number of answered
+    queries is random; charging the cap ``answer_cap`` **fixed before the run** is valid by the Renyi filter
+    argument (Feldman & Zrnic 2021, Cor. 3.3; thesis Thm 5.2.4): the per-query costs are chosen adaptively
+    but their sum is at most this curve almost surely (docs/derivations/noisy-screening.md §4).  Accounting
+    with the realised number of answers is an ex-post statement and is not what this mechanism certifies.
+    If one subsample feeds both steps (the public code's shortcut) this accounting does not apply.
 
     Parameters
     ----------

@@ -1,11 +1,12 @@
-"""Private selection from private candidates (Liu & Talwar, STOC 2019; spec 07, seed 002).
+"""Private selection from private candidates (Liu & Talwar, STOC 2019; corrections in
+docs/derivations/private-selection.md).
 
-Setting (spec 07 section 1): a *candidate oracle* Q(D) draws a candidate (from a data-independent
-law), runs it on the data and returns (x, q) = (candidate output, score).  If every candidate run is
-eps1-DP (resp. (eps1, delta1)-DP) then so is one call of Q.  The selection algorithms call Q a random
-number of times and release **only the final output** (intermediate draws and the number of calls
-must stay hidden, spec 07 L142).  Ties between scores must be broken by a fixed, data-independent
-order (spec 07 P12).  The neighbouring relation is the candidates' relation.
+Setting (the paper's Sec. 1-2; docs/derivations/private-selection.md §0): a *candidate oracle* Q(D) draws a
+candidate (from a data-independent law), runs it on the data and returns (x, q) = (candidate output, score).
+If every candidate run is eps1-DP (resp. (eps1, delta1)-DP) then so is one call of Q.  The selection
+algorithms call Q a random number of times and release **only the final output** (intermediate draws and the
+number of calls must stay hidden).  Ties between scores must be broken by a fixed, data-independent order
+(the proofs compare "better" and "equal" events).  The neighbouring relation is the candidates' relation.
 
 Guarantees implemented here (all upper bounds; J = number of candidate calls):
 
@@ -22,14 +23,14 @@ truncated random stopping, T calls      pure 3 eps1 + log(U / L) with u = T (1-g
 hard stop (Thm 3.4 parametrisation)     (3 eps1, 1 - E[(1-delta1)^min(J,T)] + (1 + e^{3 eps1})(1-gamma)^T)
                                         with T the least integer making the last term <= delta2
 known threshold (Alg. 1), cap T         pure 2 eps1 + eps0(gamma, T) (Thm 3.1(b), eps0 from the
-                                        proof's own inequalities, spec 07 section 3.1); delta1 > 0:
-                                        delta = min(Thm 3.1(c), (1 + e^eps) delta1 E[min(J,T)])
+                                        proof's own inequalities, docs/derivations/private-selection.md §4);
+                                        delta1 > 0: delta = min(Thm 3.1(c), (1 + e^eps) delta1 E[min(J,T)])
 =====================================  ==========================================================
 
 **Correction to Thm 3.4 (hard stop with (eps1, delta1) candidates).**  The paper's proof rests on
-Lemma E.2/E.3 (spec 07 section 3.15), which are false as stated: E.3 bounds Pr_{Q|B^c}[S] by
-Pr_Q[S] (wrong by a factor 1/(1 - Q(B)); counterexample P = point mass on a, Q = uniform on {a, b},
-B = {b}: P|B^c = Q|B^c but P is not (0, 0)-close to Q) and the event of E.2 only controls one
+Lemma E.2/E.3, which are false as stated (docs/derivations/private-selection.md §2): E.3 bounds
+Pr_{Q|B^c}[S] by Pr_Q[S] (wrong by a factor 1/(1 - Q(B)); counterexample P = point mass on a, Q = uniform on
+{a, b}, B = {b}: P|B^c = Q|B^c but P is not (0, 0)-close to Q) and the event of E.2 only controls one
 direction of the likelihood ratio.  We replace it by a proof that needs no such lemma.  By the
 simulation theorem of Kairouz, Oh & Viswanath (2015), an (eps1, delta1)-close pair is a
 post-processing K of the four-point pair, so P = delta1 K(e_0) + (1 - delta1) P' and
@@ -54,11 +55,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from . import _validate as V
+from . import validation as V
 from .base import Mechanism, UnsupportedRoute
 from .randomized_response import ApproxDP, PureDP
 from .registry import register
@@ -69,7 +69,7 @@ __all__ = [
     "known_threshold_guarantee", "truncation_steps", "hard_stop_steps", "known_threshold_steps",
     "known_threshold_epsilon0",
     "RandomStoppingSelection", "TruncatedRandomStoppingSelection", "HardStopSelection",
-    "KnownThresholdSelection", "candidate_guarantee",
+    "KnownThresholdSelection",
 ]
 
 
@@ -185,7 +185,7 @@ def random_stopping_guarantee(epsilon1: float, gamma: float, delta1: float = 0.0
     Returns
     -------
     SelectionGuarantee
-        delta1 = 0: pure 3 epsilon1 (Thm 3.2, tight in the limit, spec 07 section 3.3).
+        delta1 = 0: pure 3 epsilon1 (Thm 3.2, tight in the limit, docs/derivations/private-selection.md §1).
         delta1 > 0: (3 epsilon1, delta1 / (gamma + delta1 (1 - gamma))) <= (3 epsilon1, delta1 / gamma)
         (derived in the module docstring; not in the paper).  Upper bounds.
 
@@ -201,13 +201,13 @@ def random_stopping_guarantee(epsilon1: float, gamma: float, delta1: float = 0.0
         return SelectionGuarantee(eps, 0.0, math.inf, 1.0 / g, "Liu-Talwar Thm 3.2")
     d = _check_delta(_bad_draw_mass(d1, g, math.inf), "random stopping")
     return SelectionGuarantee(eps, d, math.inf, 1.0 / g,
-                              "Liu-Talwar Thm 3.2 + mixture coupling (dpcert, spec 07 correction)")
+                              "Liu-Talwar Thm 3.2 + mixture coupling (dpcert correction)")
 
 
 def truncation_steps(gamma: float, epsilon0: float) -> int:
     """Thm 3.5's cap T = ceil((1/gamma)(ln A + ln ln A)), A = 2 (1+gamma)^2 / (epsilon0 gamma^2).
 
-    ``epsilon0`` in (0, 1/2).  ln A is computed directly (A can overflow, spec 07 section 6).
+    ``epsilon0`` in (0, 1/2).  ln A is computed directly (A can overflow).
     """
     g = _gamma(gamma)
     e0 = V.real("epsilon0", epsilon0, low=0.0, high=0.5, low_open=True, high_open=True)
@@ -291,7 +291,8 @@ def hard_stop_guarantee(epsilon1: float, delta1: float, gamma: float, delta2: fl
 
 
 def known_threshold_epsilon0(gamma: float, max_steps: int | None) -> float:
-    """eps0(gamma, T) = max{-ln(1 - (1-gamma)^T), ln(1 + (1-gamma)^T / (e (T-1) gamma))} (spec 07 3.1).
+    """eps0(gamma, T) = max{-ln(1 - (1-gamma)^T), ln(1 + (1-gamma)^T / (e (T-1) gamma))}
+    (docs/derivations/private-selection.md §4).
 
     The two inequalities of the proof of Thm 3.1(b) with the paper's sufficient condition on T
     removed; valid for every integer T >= 2 (0 for T = None, i.e. no cap).
@@ -339,33 +340,6 @@ def known_threshold_guarantee(epsilon1: float, gamma: float, max_steps: int | No
         paper = (2.0 + math.exp(e0)) * math.exp(2.0 * e1) * d1 / g
         d = _check_delta(min(paper, _tv_delta(eps, d1, calls)), "known threshold")
     return SelectionGuarantee(eps, d, cap, calls, "Liu-Talwar Thm 3.1")
-
-
-def candidate_guarantee(candidate: Any, delta1: float | None = None) -> tuple[float, float]:
-    """(epsilon1, delta1) of one candidate run, from a mechanism, an accountant or a certificate.
-
-    * a :class:`~mechanisms.base.Mechanism` with finite ``pure_epsilon`` and no ``delta1``: (pure eps, 0);
-    * otherwise ``delta1`` is required and epsilon1 is the certified epsilon at ``delta1`` of the
-      mechanism (composed once) or of the accountant's ledger (a whole training run);
-    * a certificate: its (epsilon, delta).
-    """
-    from accountant import Certificate, PrivacyAccountant
-
-    if isinstance(candidate, Certificate):
-        return float(candidate.epsilon), float(candidate.delta)
-    if isinstance(candidate, Mechanism):
-        if delta1 is None and math.isfinite(candidate.pure_epsilon) and candidate.infinite_loss_mass == 0.0:
-            return float(candidate.pure_epsilon), 0.0
-        rel = "add_remove" if "add_remove" in candidate.relations else candidate.relations[0]
-        acct = PrivacyAccountant(relation=rel).compose(candidate)
-    elif isinstance(candidate, PrivacyAccountant):
-        acct = candidate
-    else:
-        raise TypeError("candidate must be a Mechanism, a PrivacyAccountant or a Certificate")
-    if delta1 is None:
-        raise ValueError("delta1 is required for a candidate without a pure-DP guarantee")
-    d1 = V.delta(delta1, "delta1")
-    return float(acct.epsilon(d1)), d1
 
 
 # --------------------------------------------------------------------------- plug-ins
@@ -436,12 +410,6 @@ class RandomStoppingSelection(_SelectionMechanism):
 
     def guarantee(self) -> SelectionGuarantee:
         return random_stopping_guarantee(self.epsilon1, self.gamma, self.delta1)
-
-    @classmethod
-    def from_candidate(cls, candidate: Any, gamma: float,
-                       delta1: float | None = None) -> RandomStoppingSelection:
-        e1, d1 = candidate_guarantee(candidate, delta1)
-        return cls(e1, gamma, d1)
 
 
 @register

@@ -1,16 +1,14 @@
 """Sampling without replacement: a uniformly random batch of fixed size m out of n (replace-one).
 
-Source: spec 01 section 1.3 and the note after Lemma 2.2.2 [THESIS L693-699]: if a mechanism M is
-(eps, delta)-DP under the replace-one relation, then M run on a uniformly random subset of size m of
-the n records (sampling rate gamma = m / n) is
+Source: Balle, Barthe & Gaboardi 2018, Thm 9 (quoted without proof after Lemma 2.2.2 of the Zhu 2023
+thesis): if a mechanism M is (eps, delta)-DP under the replace-one relation, then M run on a uniformly
+random subset of size m of the n records (sampling rate gamma = m / n) is
 
     (log(1 + gamma (e^eps - 1)),  gamma delta)-DP      under replace-one.
 
-The thesis cites this result without proof (it is Theorem 9 of Balle, Barthe & Gaboardi 2018,
-"Privacy amplification by subsampling: tight analyses via couplings and divergences").  Spec 01 gives
-no RDP or privacy-loss-distribution result for this sampling scheme (Wang et al. 2019b is outside the
-spec, item 16 of its pitfalls), so a fixed-batch step is accounted here only through that (eps', delta')
-guarantee: its four-point dominating pair (as :class:`~mechanisms.ApproxDP`), which the
+dpcert has no RDP or privacy-loss-distribution result for this sampling scheme (Wang, Balle &
+Kasiviswanathan 2019 is not implemented), so a fixed-batch step is accounted here only through that
+(eps', delta') guarantee: its four-point dominating pair (as :class:`~mechanisms.ApproxDP`), which the
 characteristic-function route composes exactly (Kairouz-Oh-Viswanath).  This is an **upper bound**:
 much looser than Poisson sampling with :class:`~mechanisms.SubsampledGaussian`, whose accounting is
 tight.  Use it when the training loop really draws fixed-size batches without replacement.
@@ -27,14 +25,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _validate as V
-from .randomized_response import _DiscreteMechanism, _rr_atoms
+from . import validation as V
+from .lattice import DiscreteMechanism, rr_atoms
 from .registry import register
 
 
 @register
 @dataclass(frozen=True)
-class SampledWithoutReplacement(_DiscreteMechanism):
+class SampledWithoutReplacement(DiscreteMechanism):
     """An (``epsilon``, ``delta``)-DP step (replace-one) run on a uniformly random fixed-size batch.
 
     Parameters
@@ -86,5 +84,5 @@ class SampledWithoutReplacement(_DiscreteMechanism):
         return self.amplified_delta
 
     def _atoms(self) -> tuple[np.ndarray, np.ndarray]:
-        l, w = _rr_atoms(self.amplified_epsilon, 2)
+        l, w = rr_atoms(self.amplified_epsilon, 2)
         return l, w * (1.0 - self.amplified_delta)

@@ -14,9 +14,7 @@ from scipy import integrate
 from scipy.special import erfc, ndtr
 
 from accountant import PrivacyAccountant
-from mechanisms import from_dict
-from mechanisms.gnss import GNSS, GNSSUpperBound, gnss_rdp_exact, gnss_rdp_thm23
-from mechanisms.pate_ptr import (
+from accountant.adaptive.pate_ptr import (
     PATEPTRParameters,
     check_conditions,
     gnmax_data_independent_epsilon,
@@ -29,7 +27,9 @@ from mechanisms.pate_ptr import (
     smooth_sensitivity,
     validate_votes,
 )
-from mechanisms.ptr import BOTTOM
+from accountant.adaptive.ptr import BOTTOM
+from mechanisms import from_dict
+from mechanisms.gnss import GNSS, GNSSUpperBound, gnss_rdp_exact, gnss_rdp_thm23
 
 MC = 200_000
 

@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 
 from accountant import PrivacyAccountant
-from mechanisms import ApproxDP, Gaussian
-from mechanisms.per_instance import (
+from accountant.adaptive.per_instance import (
     calibrate_report_noise,
     expost_log_ratio,
     glm_derivatives,
@@ -29,6 +28,7 @@ from mechanisms.per_instance import (
     report_mechanisms,
     sample_goe,
 )
+from mechanisms import ApproxDP, Gaussian
 
 
 def _logistic_data(n=60, d=2, seed=0):

@@ -15,27 +15,25 @@ from reference import kov_delta
 from scipy import integrate
 
 from accountant import PrivacyAccountant
-from accountant.cli import main
-from mechanisms import Gaussian, Laplace, from_dict
-from mechanisms.ptr import (
+from accountant.adaptive.ptr import (
     BOTTOM,
     DataDependentLoss,
-    GeneralizedPTR,
-    PTRRenyi,
     StatRelease,
-    calibrate_gaussian_mu,
     classic_ptr,
     distance_test_passes,
     generalized_ptr,
     ptr_distance_test,
-    ptr_rdp_corrected,
 )
-from mechanisms.ptr_binary import (
+from accountant.adaptive.ptr_binary import (
     binary_rnm_dd_epsilon,
     binary_rnm_envelope,
     binary_rnm_probability,
     binary_vote_ptr,
 )
+from accountant.cli import main
+from conversions.gaussian_dp import calibrate_gaussian_mu
+from mechanisms import Gaussian, Laplace, from_dict
+from mechanisms.ptr import GeneralizedPTR, PTRRenyi, ptr_rdp_corrected
 
 MC_TRIALS = 200_000
 

@@ -14,8 +14,8 @@ from scipy import integrate
 from scipy.stats import multivariate_normal, norm
 
 from accountant import PrivacyAccountant
-from mechanisms.ptr import BOTTOM, GeneralizedPTR
-from mechanisms.ptr_regression import (
+from accountant.adaptive.ptr import BOTTOM
+from accountant.adaptive.ptr_regression import (
     OPSPlan,
     ops_data_dependent_epsilon,
     ops_gamma_star,
@@ -23,7 +23,8 @@ from mechanisms.ptr_regression import (
     ops_ptr,
     ops_statistics,
 )
-from mechanisms.ptr_selection import ptr_select, selection_budget, selection_mechanism
+from accountant.adaptive.ptr_selection import ptr_select, selection_budget, selection_mechanism
+from mechanisms.ptr import GeneralizedPTR
 
 MC = 200_000
 

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from accountant import PrivacyAccountant
+from accountant.adaptive.selection import candidate_guarantee, random_stopping_from_candidate
 from accountant.cli import main as cli_main
 from mechanisms import Gaussian, PureDP
 from mechanisms.registry import from_dict
@@ -26,7 +27,6 @@ from mechanisms.selection import (
     KnownThresholdSelection,
     RandomStoppingSelection,
     TruncatedRandomStoppingSelection,
-    candidate_guarantee,
     hard_stop_guarantee,
     hard_stop_steps,
     known_threshold_epsilon0,
@@ -366,7 +366,7 @@ def test_plugins_approx_blocks_and_accountant():
     e1, d1 = candidate_guarantee(Gaussian(3.0), 1e-6)
     assert d1 == 1e-6 and e1 == pytest.approx(PrivacyAccountant().compose(Gaussian(3.0)).epsilon(1e-6))
     run = PrivacyAccountant().compose(Gaussian(sigma=10.0), 100)
-    sel = RandomStoppingSelection.from_candidate(run, gamma=0.1, delta1=1e-8)
+    sel = random_stopping_from_candidate(run, gamma=0.1, delta1=1e-8)
     assert sel.epsilon1 == pytest.approx(run.epsilon(1e-8)) and sel.delta1 == 1e-8
 
 

@@ -23,6 +23,7 @@ from scipy.special import log_ndtr, logsumexp
 
 from accountant import PrivacyAccountant
 from accountant.cli import main as cli_main
+from accountant.svt_calibration import calibrate_gaussian_svt, calibrate_laplace_svt, certified_epsilon
 from conversions.rdp_to_dp import eps_from_rdp
 from mechanisms import Gaussian
 from mechanisms.registry import from_dict
@@ -32,9 +33,6 @@ from mechanisms.svt import (
     LaplaceSVT,
     StageWiseSVT,
     best_stagewise,
-    calibrate_gaussian_svt,
-    calibrate_laplace_svt,
-    certified_epsilon,
     kov_delta,
     kov_epsilon,
     laplace_rdp,

@@ -1,10 +1,10 @@
-"""Sparse vector technique plug-ins (spec 06); importing this package registers them.
+"""Sparse vector technique plug-ins (Zhu & Wang 2020; docs/derivations/sparse-vector.md); importing this
+package registers them.
 
 Registered names: ``laplace_svt`` (:class:`LaplaceSVT`), ``gaussian_svt`` (:class:`GaussianSVT`),
 ``generalized_svt`` (:class:`GeneralizedSVT`), ``stagewise_svt`` (:class:`StageWiseSVT`).
 """
 
-from .calibrate import calibrate_gaussian_svt, calibrate_laplace_svt, calibrate_scale, certified_epsilon
 from .core import (
     GaussianSVT,
     GeneralizedSVT,
@@ -20,5 +20,4 @@ __all__ = [
     "GeneralizedSVT", "GaussianSVT", "LaplaceSVT", "StageWiseSVT",
     "laplace_rdp", "log_binom_sum", "log_moment_qplus", "rr_rdp",
     "kov_delta", "kov_epsilon", "best_stagewise",
-    "calibrate_gaussian_svt", "calibrate_laplace_svt", "calibrate_scale", "certified_epsilon",
 ]

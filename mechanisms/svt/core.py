@@ -1,15 +1,15 @@
 """Sparse vector technique (SVT): Laplace, Gaussian and generalized SVT with their RDP curves.
 
-Source: ``shared/seeds/004_2bf369e903de48da.txt`` lines 8587-11002 (thesis chapter 7 = Zhu & Wang,
-"Improving Sparse Vector Technique with Renyi Differential Privacy", NeurIPS 2020); the corrections
-and numerical recipes are those of ``shared/spec/06-sparse-vector.md`` (cited below as "spec 06 §x").
+Source: Zhu & Wang 2020, "Improving sparse vector technique with Renyi differential privacy" (= Zhu
+2023 thesis, ch. 7; its numbering below); the corrections and numerical recipes, and the numbered pitfalls
+named below, are derived in docs/derivations/sparse-vector.md.
 
-Algorithm (Alg. 11, spec 06 §2.2): T^ = T + rho; for each adaptively chosen query q_i (global
+Algorithm (thesis Alg. 11): T^ = T + rho; for each adaptively chosen query q_i (global
 sensitivity ``sensitivity`` = Delta under the accountant's neighbouring relation) output "top" if
 q_i(D) + nu_i >= T^ and "bottom" otherwise; halt after ``cutoff`` = c tops or after ``max_length`` =
 k_max queries; with ``resample`` the threshold noise is redrawn after every top.  rho and nu_i are
 Laplace or Gaussian noise; eps_rho is the RDP of rho at sensitivity Delta and eps_nu the RDP of nu
-at sensitivity **2 Delta** (spec 06 P9).
+at sensitivity **2 Delta** (P9).
 
 Curves used (all data-independent upper bounds, valid for adaptively chosen queries and for both orders
 of every neighbouring pair; none is attained, so ``tight = False``):
@@ -18,7 +18,8 @@ of every neighbouring pair; none is attained, so ``tight = False``):
 * Thm 7.2.7 (corrected, no "1 +"), c > 1 without resampling, capped:
                          eps_rho(a) + c eps_nu(a) + log sum_{j<=c} C(k_max, j)/(a - 1)
 * (7.3) pure query noise, c = 1, any length:  eps_rho(a) + eps_nu(inf)   (hypothesis on eps_nu, P6)
-* (7.2) Gaussian noises on non-negative queries Q+, c = 1, any length (spec 06 §3.4), with the
+* (7.2) Gaussian noises on non-negative queries Q+, c = 1, any length (Prop. 7.2.5;
+  docs/derivations/sparse-vector.md §2), with the
   *correct* conditional mean E[K | rho = z] = 1/(1 - Phi((T + z)/sigma2)) (the printed Phi/(1-Phi)
   under-states it, P1) and the moment computed numerically (the printed closed form is violated for
   T < 0.36 sigma1, P2; its simplified RDP drops a factor (2a-1)/(2a-2), P3):
@@ -26,12 +27,12 @@ of every neighbouring pair; none is attained, so ``tight = False``):
                                    + log M_g(T, sigma1, sigma2) / (g (a - 1)),   g* = g/(g-1).
 * Laplace noises: the mechanism is pure DP with eps_1 + c eps_2 (no resampling) or c (eps_1 + eps_2)
   (resampling) (Lemma 7.1.3), and every eps-DP mechanism has the RDP of randomized response RR(eps)
-  (the "sinh" form, spec 06 §3.9; tight pure-to-RDP conversion).
+  (the "sinh" form of the thesis; tight pure-to-RDP conversion).
 * ``resample`` with cut-off c: c-fold adaptive composition of the c = 1 mechanism with the run's cap
-  (spec 06 §5 ledger semantics), i.e. c times the c = 1 curve.
+  i.e. c times the c = 1 curve.
 
 The raw (7.1)/(7.2)/Thm 7.2.7 bounds are not monotone in the order; since the true Renyi divergence is
-non-decreasing in the order, ``rdp`` returns the monotone envelope min_{a' >= a} bound(a') (spec 06 §5),
+non-decreasing in the order, ``rdp`` returns the monotone envelope min_{a' >= a} bound(a'),
 computed exactly from the unimodality of each bound, and the minimum over all valid curves.
 The never-proved conjecture eps_rho(a) + c eps_nu(a) (Remark 7.2.12) and the under-reporting closed
 form of Remark 7.2.8 are not used anywhere.
@@ -45,39 +46,23 @@ from typing import ClassVar
 
 import numpy as np
 
-from .. import _validate as V
-from ..randomized_response import _AtomicPLD, rr_power_atoms
+from .. import validation as V
+from .._numerics import stirlerr
+from .._rdp_kernels import rr_k_curve
+from ..base import UnsupportedRoute
+from ..laplace import laplace_rdp
+from ..lattice import AtomicMechanism, rr_power_atoms, rr_rdp
 from ..registry import register
 from . import _kernels as K
 
+__all__ = ["GeneralizedSVT", "LaplaceSVT", "GaussianSVT", "laplace_rdp", "rr_rdp", "log_binom_sum",
+           "log_binom_sum_upper", "log_moment_qplus", "RR_ATOMS_MAX"]
+
 NOISES = ("laplace", "gaussian")
 # Hoelder exponents are restricted to g <= (1 - GAMMA_EDGE) sigma2^2/sigma1^2 so that the moment integral
-# stays well resolved (spec 06 P15); any admissible g gives a valid bound.
+# stays well resolved (P15); any admissible g gives a valid bound.
 GAMMA_EDGE = 1.0 / 400.0
 N_GAMMA = 128
-
-
-# ------------------------------------------------------------------------------ public scalar helpers
-def laplace_rdp(alpha, a: float) -> np.ndarray:
-    """RDP of the Laplace mechanism with normalised sensitivity ``a`` = sensitivity / scale (exact).
-
-    eps(alpha) = log[alpha/(2alpha-1) e^{(alpha-1)a} + (alpha-1)/(2alpha-1) e^{-alpha a}]/(alpha-1)
-    (Mironov 2017; spec 06 §1), eps(inf) = a.  Vectorised over alpha > 1.
-    """
-    al = V.alphas(alpha)
-    a = V.real("a", a, low=0.0)
-    return K.laplace_curve(al.ravel(), a).reshape(al.shape)
-
-
-def rr_rdp(alpha, epsilon: float) -> np.ndarray:
-    """Exact RDP of randomized response RR(eps), the tight RDP of a generic eps-DP mechanism.
-
-    eps(alpha) = log[p^alpha q^{1-alpha} + q^alpha p^{1-alpha}]/(alpha-1), p = e^eps/(1+e^eps)
-    = log[(sinh(alpha eps) - sinh((alpha-1) eps))/sinh(eps)]/(alpha-1) (spec 06 §3.9).
-    """
-    al = V.alphas(alpha)
-    e = V.real("epsilon", epsilon, low=0.0)
-    return K.rr_curve(al.ravel(), e).reshape(al.shape)
 
 
 RR_ATOMS_MAX = 1 << 22  # largest RR power whose atoms the characteristic-function route enumerates
@@ -87,13 +72,6 @@ _LOG_2PI = math.log(2.0 * math.pi)
 _SUM_WINDOW = 1 << 17  # terms summed explicitly; the rest is bounded by a geometric series
 _MAX_N = 10 ** 300
 _EXACT_TERMS = 256  # sums of at most this many binomial coefficients are done in exact integers
-
-
-def _stirlerr_f(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(stirlerr(x), error) for integer-valued floats x >= 1 (see conversions.atoms._stirlerr)."""
-    from conversions.atoms import _stirlerr
-
-    return _stirlerr(x)
 
 
 def _log_comb_terms(n: int, j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -107,9 +85,9 @@ def _log_comb_terms(n: int, j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     nf = float(n)
     x = j / nf
     nmj = nf - j  # (rounded for n > 2^53: relative u, covered by the ulps of the terms)
-    sn, en = _stirlerr_f(np.array([nf]))
-    sj, ej = _stirlerr_f(j)
-    sm, em = _stirlerr_f(nmj)
+    sn, en = stirlerr(np.array([nf]))
+    sj, ej = stirlerr(j)
+    sm, em = stirlerr(nmj)
     tj = j * np.log(x)
     tm = nmj * np.log1p(-x)
     half = 0.5 * (math.log(n) - _LOG_2PI - np.log(j) - np.log(nmj))
@@ -183,7 +161,7 @@ def log_binom_sum_upper(n: int, c: int) -> float:
 
 
 def log_binom_sum(n: int, c: int) -> float:
-    """log sum_{j=0}^{min(c, n)} C(n, j): log of the output-space size of capped SVT (spec 06 §2.2).
+    """log sum_{j=0}^{min(c, n)} C(n, j): log of the output-space size of capped SVT (Thm 7.2.7).
 
     Rounded up (it enters the privacy bound additively); valid for every integer n up to 10^300 (see
     :func:`log_binom_sum_upper`)."""
@@ -195,7 +173,8 @@ def log_binom_sum(n: int, c: int) -> float:
 
 
 def log_moment_qplus(threshold: float, sigma1: float, sigma2: float, gamma: float) -> float:
-    """Upper bound on log E_{z~N(0,sigma1^2)}[E[K | rho = z]^gamma] for Gaussian SVT on Q+ (spec 06 §3.4).
+    """Upper bound on log E_{z~N(0,sigma1^2)}[E[K | rho = z]^gamma] for Gaussian SVT on Q+
+    (docs/derivations/sparse-vector.md §2).
 
     E[K | z] = 1/(1 - Phi((T + z)/sigma2)) is the worst-case (all queries 0) conditional mean stopping
     index, so M_gamma = int N(z; 0, sigma1^2) (1 - Phi((T + z)/sigma2))^{-gamma} dz.  Finite iff
@@ -257,7 +236,8 @@ def _build_plan(tn: str, ts: float, qn: str, qs: float, sens: float, cutoff: int
     if nonneg and tn == "gaussian" and qn == "gaussian" and c_eff == 1:
         if threshold is None:
             raise ValueError("threshold (the public SVT threshold T, finite real) is required for "
-                             "nonnegative=True with Gaussian threshold and query noise (spec 06 §3.4, P7)")
+                             "nonnegative=True with Gaussian threshold and query noise "
+                             "(docs/derivations/sparse-vector.md §2, P7)")
         if qs > ts:
             gammas = _gamma_grid(ts, qs)
             logm = K.log_moment_table(float(threshold), ts, qs, gammas)
@@ -274,14 +254,14 @@ def _build_plan(tn: str, ts: float, qn: str, qs: float, sens: float, cutoff: int
                    "use resample=True or give max_length")
         elif nonneg and tn == "gaussian" and qn == "gaussian":
             # the non-negative-queries (Q+) bound was requested but is empty here
-            why = (f"nonnegative Gaussian SVT (queries in Q+, spec 06 §3.4): no Hoelder exponent gamma in "
+            why = (f"nonnegative Gaussian SVT (queries in Q+, Prop. 7.2.5): no Hoelder exponent gamma in "
                    f"(1, sigma2^2/sigma1^2) = (1, {(qs / ts) ** 2:.6g}) has a finite moment bound for "
                    f"sigma1={ts!r}, sigma2={qs!r}, threshold={threshold!r} (the range is too narrow); "
                    f"give max_length or more query noise sigma2")
         else:
             why = ("Gaussian query noise on arbitrary queries Q(Delta) has no RDP bound for unbounded length "
-                   "(spec 06 P8); give max_length, or nonnegative=True with Gaussian threshold noise and a "
-                   "threshold, or Laplace query noise")
+                   "(docs/derivations/sparse-vector.md, P8); give max_length, or nonnegative=True with "
+                   "Gaussian threshold noise and a threshold, or Laplace query noise")
         raise ValueError(f"no valid SVT privacy bound for this configuration: {why}")
     return _Plan(mult, c_eff, k_rho, a_rho, k_nu, a_nu, rr_eps, pure_query, log_len, qplus, gammas, logm)
 
@@ -307,7 +287,7 @@ def _check_qplus_fields(obj) -> None:
         object.__setattr__(obj, "threshold", V.real("threshold", obj.threshold))
 
 
-class _SVTBase(_AtomicPLD):
+class _SVTBase(AtomicMechanism):
     """Shared curve evaluation of all SVT plug-ins (subclasses set ``_plan`` in ``__post_init__``)."""
 
     tight: ClassVar[bool] = False
@@ -334,7 +314,7 @@ class _SVTBase(_AtomicPLD):
         """Each valid bound of the analysed *unit* separately (before multiplying by the unit count).
 
         Keys: ``"rr"`` (pure eps -> RR RDP), ``"7.3"``, ``"7.1"`` (c = 1, capped) or ``"thm727"`` (c > 1,
-        capped), ``"7.2"`` (Q+).  With ``envelope=False`` the raw formulas (as printed in spec 06, useful
+        capped), ``"7.2"`` (Q+).  With ``envelope=False`` the raw formulas (as stated in the thesis, useful
         for comparing with reference values); the Q+ entry is then minimised over the tabulated gammas.
         """
         al = V.alphas(alpha)
@@ -345,7 +325,7 @@ class _SVTBase(_AtomicPLD):
         p = self._plan
         out: dict[str, np.ndarray] = {}
         if math.isfinite(p.rr_eps):
-            out["rr"] = K.rr_curve(x, p.rr_eps)
+            out["rr"] = rr_k_curve(x, p.rr_eps, 2)
         if p.pure_query:
             out["7.3"] = K.pure_query_curve(x, p.k_rho, p.a_rho, p.a_nu)
         if not math.isnan(p.log_len):
@@ -377,8 +357,6 @@ class _SVTBase(_AtomicPLD):
     def _atoms(self) -> tuple[np.ndarray, np.ndarray]:
         p = self._plan
         if not math.isfinite(p.rr_eps):
-            from ..base import UnsupportedRoute
-
             raise UnsupportedRoute(f"{self.describe()} is not pure DP; use method='rdp'")
         return rr_power_atoms(p.rr_eps, p.mult)
 
@@ -411,7 +389,7 @@ class GeneralizedSVT(_SVTBase):
         Queries are in Q+(Delta) (q(D) >= 0 for all D); enables the unbounded-length Gaussian bound (7.2).
     threshold : float or None
         The public threshold T (finite); required (and used) only by the Q+ bound.  For per-query
-        thresholds T_i pass max T_i (the moment is increasing in T; spec 06 P7).
+        thresholds T_i pass max T_i (the moment is increasing in T; P7).
 
     Notes
     -----
@@ -469,8 +447,8 @@ class LaplaceSVT(_SVTBase):
     Notes
     -----
     Pure DP (Lemma 7.1.3, Lyu et al. 2017): eps1 + c eps2 without resampling, c (eps1 + eps2) with it;
-    the c = 1 bound eps1 + eps2 is attained (spec 06 §3.1 tightness instance).  RDP: the minimum of RR(pure
-    eps) (tight conversion), (7.3) and, if capped, (7.1)/Thm 7.2.7; c units for ``resample``.
+    the c = 1 bound eps1 + eps2 is attained (docs/derivations/sparse-vector.md §1).  RDP: the minimum of
+    RR(pure eps) (tight conversion), (7.3) and, if capped, (7.1)/Thm 7.2.7; c units for ``resample``.
     """
 
     epsilon1: float
@@ -520,7 +498,7 @@ class GaussianSVT(_SVTBase):
     cutoff : int, default 1
     resample : bool, default False
     max_length : int or None
-        Cap k_max; required unless ``nonnegative`` (spec 06 P8).
+        Cap k_max; required unless ``nonnegative`` (P8).
     nonnegative : bool, default False
         Queries in Q+(Delta): unbounded length allowed (c = 1 units, needs sigma2 > sigma1 and ``threshold``).
     threshold : float or None

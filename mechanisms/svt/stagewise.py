@@ -1,19 +1,20 @@
 """Stage-wise SVT (Alg. 12): RDP inside each stage, optimal (eps, delta) composition across stages.
 
-Source: ``shared/seeds/004_2bf369e903de48da.txt`` L9233-9372 (Thms 7.2.9, 7.2.10, Remarks 7.2.11-12);
-numerical recipe of ``shared/spec/06-sparse-vector.md`` §3.8 (the theorems themselves only give O(.)):
+Source: Zhu & Wang 2020 (= Zhu 2023 thesis, Thms 7.2.9, 7.2.10, Remarks 7.2.11-12); the numerical
+recipe of docs/derivations/sparse-vector.md §3 (the theorems themselves only give O(.)):
 
 1. each of the m = ceil(c / c') stages is a generalized SVT with cut-off c' (the last, with the
    remainder c~ <= c', is dominated by the same curve) and per-stage cap k'_max; its RDP curve is that of
    :class:`~mechanisms.svt.GeneralizedSVT` (Thm 7.2.7 without resampling, c' units of (7.1)/(7.2) with it);
 2. per stage, (eps_s, delta') from the RDP curve by the RDP -> DP rule (``stage_rule``: "improved"
-   = Balle et al. 2020, or "classic" = the thesis' rule L391-414, both upper bounds);
+   = Balle et al. 2020, Thm 21, or "classic" = Mironov 2017, Prop. 3, the thesis' rule; both upper bounds);
 3. the run is the m-fold adaptive composition of (eps_s, delta')-DP blocks, dominated by the m-fold
    product of the four-point pair (Kairouz, Oh & Viswanath 2015): infinite loss with mass
    1 - (1 - delta')^m, otherwise RR(eps_s)^m.  The accountant composes that pair exactly (characteristic
    function route) or by its conditional RDP m * RR_eps_s(alpha) plus the failure mass.
 
-Stage counts use ceil(c / c'), not c / c' (spec 06 P12).  Never uses the Remark 7.2.12 conjecture.
+Stage counts use ceil(c / c'), not c / c' (docs/derivations/sparse-vector.md, P12).  Never uses the Remark
+7.2.12 conjecture.
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ from typing import ClassVar
 import numpy as np
 from numba import njit
 
-from .. import _validate as V
-from ..randomized_response import _AtomicPLD, rr_power_atoms
+from .. import validation as V
+from .._rdp_conversion import eps_from_rdp
+from .._rdp_kernels import rr_k_curve
+from ..lattice import AtomicMechanism, rr_power_atoms
 from ..registry import register
-from . import _kernels as K
-from .core import GeneralizedSVT
+from .core import RR_ATOMS_MAX, GeneralizedSVT
 
 STAGE_RULES = ("improved", "classic")
 
@@ -68,7 +70,7 @@ def kov_delta(eps0: float, delta0: float, m: int, eps: float) -> float:
     """Exact delta(eps) of the m-fold composition of (eps0, delta0)-DP mechanisms (KOV 2015).
 
     delta = 1 - (1 - delta0)^m (1 - delta_RR(eps)) with delta_RR the hockey-stick divergence of
-    RR(eps0)^m (spec 06 §3.8 step 4).  Tight for the worst case (the four-point pair).
+    RR(eps0)^m (docs/derivations/sparse-vector.md §3 step 3).  Tight for the worst case (the four-point pair).
     """
     eps0 = V.real("eps0", eps0, low=0.0)
     delta0 = V.real("delta0", delta0, low=0.0, high=1.0)
@@ -108,7 +110,7 @@ def kov_epsilon(eps0: float, delta0: float, m: int, delta: float) -> float:
 # -------------------------------------------------------------------------------- the plug-in
 @register
 @dataclass(frozen=True)
-class StageWiseSVT(_AtomicPLD):
+class StageWiseSVT(AtomicMechanism):
     """Stage-wise generalized SVT (Alg. 12) certified as m = ceil(c/c') (eps_s, delta')-DP stages.
 
     Parameters
@@ -155,8 +157,6 @@ class StageWiseSVT(_AtomicPLD):
     def pld_available(self) -> bool:  # type: ignore[override]
         """The stages' atoms RR(eps_s)^m are enumerated for the characteristic-function route only up to
         ``RR_ATOMS_MAX`` stages (beyond, the RDP route alone: bounded work, still certified)."""
-        from .core import RR_ATOMS_MAX
-
         return self.stages <= RR_ATOMS_MAX
 
     def __post_init__(self):
@@ -172,8 +172,6 @@ class StageWiseSVT(_AtomicPLD):
         for f in ("threshold_scale", "query_scale", "sensitivity", "resample", "nonnegative", "threshold"):
             object.__setattr__(self, f, getattr(stage, f))
         object.__setattr__(self, "stage_max_length", stage.max_length)
-        from conversions.rdp_to_dp import eps_from_rdp  # lazy: conversions imports mechanisms
-
         eps_s = eps_from_rdp(stage.rdp, self.stage_delta, pure_eps=stage.pure_epsilon,
                              rule=self.stage_rule).value
         object.__setattr__(self, "_stage", stage)
@@ -211,7 +209,7 @@ class StageWiseSVT(_AtomicPLD):
     def rdp(self, alpha) -> np.ndarray:
         """Conditional RDP m * RR_{eps_s}(alpha) (the failure mass is ``infinite_loss_mass``)."""
         al = V.alphas(alpha)
-        vals = K.rr_curve(np.ascontiguousarray(al.ravel()), self.stage_epsilon)
+        vals = rr_k_curve(np.ascontiguousarray(al.ravel()), self.stage_epsilon, 2)
         return self.stages * vals.reshape(al.shape)
 
     def _atoms(self) -> tuple[np.ndarray, np.ndarray]:

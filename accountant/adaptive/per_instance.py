@@ -1,23 +1,24 @@
-"""Per-instance privacy of objective perturbation and privately publishable privacy reports (spec 05).
+"""Per-instance privacy of objective perturbation and privately publishable privacy reports.
 
-Source: Redberg & Wang, "Privately Publishable Per-instance Privacy" (NeurIPS 2021; seed 001), restated
-and corrected by spec 05.  Neighbouring relation: add/remove one data point z = (x, y); everything is
+Source: Redberg & Wang 2021, "Privately publishable per-instance privacy", restated and corrected in
+docs/derivations/per-instance.md.  Neighbouring relation: add/remove one data point z = (x, y); everything is
 for a fixed dataset D and individual z (per-instance DP, pDP).
 
 Objective perturbation (Alg 1): theta^P = argmin_theta J(theta; D) + b^T theta, b ~ N(0, sigma^2 I_d),
 J(theta; D) = sum_i f(x_i^T theta; y_i) + (lambda/2) ||theta||^2 (GLM loss f, r = 0, unconstrained).
-Kifer et al. (2012) Thm 5 (spec 05 section 2, variance reading of the OCR): with ||grad l|| <= xi,
+Kifer, Smith & Thakurta (2012) Thm 5 as restated by Redberg & Wang (docs/derivations/per-instance.md §1, the
+printed "sigma" read as the variance): with ||grad l|| <= xi,
 f'' ||x||^2 <= beta, lambda >= 2 beta/eps_1 and sigma = xi sqrt(8 log(2/delta) + 4 eps_1)/eps_1 the
 release is (eps_1, delta)-DP (:func:`objpert_epsilon`, ledger entry ``ApproxDP(eps_1, delta)``).
 
-Ex-post pDP (Thm 6 / Cor 7 with an explicit sign, spec 05 section 3; exact for GLMs).  For D' = D +- z
-(s = +1 adding, -1 removing), H = grad^2 J(theta; D) (contains z's term when removing),
+Ex-post pDP (Thm 6 / Cor 7 with an explicit sign, docs/derivations/per-instance.md §2; exact for GLMs).  For
+D' = D +- z (s = +1 adding, -1 removing), H = grad^2 J(theta; D) (contains z's term when removing),
 G_D = grad J(theta; D) (= -b at theta^P), mu(x) = x^T H^{-1} x:
 
     log p_D(theta)/p_D'(theta) = -log(1 + s f'' mu(x)) + f'^2 ||x||^2/(2 sigma^2) + s f' G_D^T x / sigma^2,
 
 f', f'' at (x^T theta; y).  The ex-post loss is its absolute value (:func:`expost_log_ratio`).  It must not
-be published raw (spec 05 Example 4: it leaks Q(D)); only the report *functions* below are publishable.
+be published raw (the paper's Example 4: it leaks Q(D)); only the report *functions* below are publishable.
 
 DATA-INDEP report (zero extra privacy cost; depends only on theta^P and the querying z):
     eps1bar(z) = -log(1 - f'' ||x||^2/lambda) + f'^2 ||x||^2/(2 sigma^2) + |f'| ||x|| q/sigma,
@@ -30,12 +31,12 @@ W ~ GOE(d)):
     mubar = min(3/2 x^T (H^P)^{-1} x, ||x||^2/lambda)
     eps1bar(z) = -log(1 - f'' mubar) + f'^2 ||x||^2/(2 sigma^2) + gbar/sigma^2,
 valid w.p. >= 1 - 3 rho when lambda >= 2 sigma_3 tau_GOE(1 - rho/2) (then H/2 <= H^P <= 3H/2).  The first
-argument of the min carries an absolute value (the seed omits it, spec 05 P-3).  tau_GOE is the
-conservative quantile 2 sqrt(d) + 2 sqrt(log(1/p)) of lambda_1(GOE(d)) (spec 05 section 5, [ours]).
-Costs: the gradient release is a Gaussian mechanism of L2 sensitivity xi; the GOE release is equivalent to
-a Gaussian mechanism of sensitivity beta/sqrt(2) (Renyi divergence alpha ||E||_F^2/(4 sigma_3^2)).
-Per-individual costs (zCDP) rho_2(z) = f'^2 ||x||^2/(2 sigma_2^2), rho_3(z) = f''^2 ||x||^4/(4 sigma_3^2),
-converted by eps(z; delta) = rho + 2 sqrt(rho log(1/delta)) (Thm 10.2).
+argument of the min carries an absolute value (the paper omits it, docs/derivations/per-instance.md §3).
+tau_GOE is the conservative quantile 2 sqrt(d) + 2 sqrt(log(1/p)) of lambda_1(GOE(d)) (ours,
+docs/derivations/per-instance.md §3). Costs: the gradient release is a Gaussian mechanism of L2 sensitivity
+xi; the GOE release is equivalent to a Gaussian mechanism of sensitivity beta/sqrt(2) (Renyi divergence
+alpha ||E||_F^2/(4 sigma_3^2)). Per-individual costs (zCDP) rho_2(z) = f'^2 ||x||^2/(2 sigma_2^2), rho_3(z)
+= f''^2 ||x||^4/(4 sigma_3^2), converted by eps(z; delta) = rho + 2 sqrt(rho log(1/delta)) (Thm 10.2).
 """
 
 from __future__ import annotations
@@ -46,9 +47,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit, ndtri
 
-from . import _validate as V
-from .gaussian import Gaussian
-from .randomized_response import ApproxDP
+from conversions.gaussian_dp import calibrate_gaussian_mu
+from mechanisms import validation as V
+from mechanisms.gaussian import Gaussian
+from mechanisms.randomized_response import ApproxDP
 
 LOSSES = ("logistic", "squared")
 
@@ -92,7 +94,7 @@ def objpert_solve(X, y, b, *, lam: float, loss: str, tol: float = 1e-10, max_ite
 
     Stops when ||grad J + b|| <= ``tol`` * scale, scale = max(1, ||b||, sum_i |f'_i| ||x_i||, lam ||theta||)
     (the size of the terms whose cancellation defines the optimum).  Raises ``RuntimeError`` otherwise:
-    the pDP formulas assume the exact minimiser (spec 05 P-9).
+    the pDP formulas assume the exact minimiser (docs/derivations/per-instance.md §2).
     """
     X = np.asarray(X, dtype=float)
     b = np.asarray(b, dtype=float)
@@ -144,7 +146,8 @@ def objpert_epsilon(sigma: float, delta: float, *, xi: float = 1.0, smoothness: 
 
 
 def objpert_sigma(eps1: float, delta: float, xi: float = 1.0) -> float:
-    """sigma = xi sqrt(8 log(2/delta) + 4 eps_1)/eps_1 (Kifer et al. Thm 5, std; spec 05 R-05)."""
+    """sigma = xi sqrt(8 log(2/delta) + 4 eps_1)/eps_1 (Kifer et al. Thm 5, the standard deviation;
+    docs/derivations/per-instance.md §1)."""
     e = V.positive("eps1", eps1)
     return V.positive("xi", xi) * math.sqrt(8.0 * math.log(2.0 / V.delta(delta)) + 4.0 * e) / e
 
@@ -217,7 +220,8 @@ def report_data_independent(theta_p, z_x, z_y, *, sigma: float, lam: float, rho:
 
 
 def goe_quantile_bound(d: int, p: float) -> float:
-    """Conservative (1 - p)-quantile of lambda_1(GOE(d)): 2 sqrt(d) + 2 sqrt(log(1/p)) (spec 05 section 5).
+    """Conservative (1 - p)-quantile of lambda_1(GOE(d)): 2 sqrt(d) + 2 sqrt(log(1/p))
+    (docs/derivations/per-instance.md §3).
 
     lambda_1 is sqrt(2)-Lipschitz in the Gaussian entries and E lambda_1 <= 2 sqrt(d) (upper bound).
     """
@@ -246,11 +250,9 @@ def calibrate_report_noise(eps2: float, eps3: float, delta: float, *, xi: float 
                            smoothness: float = 0.25) -> tuple[float, float]:
     """(sigma_2, sigma_3) making the gradient release (eps2, delta)-DP and the GOE release (eps3, delta)-DP.
 
-    Analytic Gaussian calibration (spec 05 R-21: sigma_2 = 5.8863 at eps2 = 0.7, sigma_3 = 6.4178 at
+    Analytic Gaussian calibration (Balle & Wang 2018; e.g. sigma_2 = 5.8863 at eps2 = 0.7, sigma_3 = 6.4178 at
     eps3 = 0.1, beta = 1/4, delta = 1e-6).
     """
-    from .ptr import calibrate_gaussian_mu
-
     s2 = V.positive("xi", xi) / calibrate_gaussian_mu(eps2, delta)
     s3 = V.positive("smoothness", smoothness) / math.sqrt(2.0) / calibrate_gaussian_mu(eps3, delta)
     return s2, s3

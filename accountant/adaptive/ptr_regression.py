@@ -1,14 +1,16 @@
-"""Private linear regression by one posterior sample (OPS) with generalized PTR (spec 04 section 3.2).
+"""Private linear regression by one posterior sample (OPS) with generalized PTR (Redberg, Zhu & Wang 2023,
+Sec. 5.1; docs/derivations/generalized-ptr.md §5).
 
-Mechanism (seed 000 Example 4.5 / 5.2): rows ||x_i|| <= B_X, |y_i| <= B_Y, proposal lambda > 0, inverse
-noise scale gamma > 0; sample
+Mechanism (Redberg, Zhu & Wang 2023, Example 4.5 / 5.2; Wang 2018): rows ||x_i|| <= B_X, |y_i| <= B_Y,
+proposal lambda > 0, inverse noise scale gamma > 0; sample
 
     theta ~ p(theta) ∝ exp(-(gamma/2)(||Y - X theta||^2 + lambda ||theta||^2)),
     i.e. theta ~ N(theta_lambda, (gamma H)^{-1}),  H = X^T X + lambda I,  theta_lambda = H^{-1} X^T Y.
 
 Neighbouring relation: add/remove one record (x, y).
 
-Per-instance loss ([ours], exact reduction; replaces the printed Thm 5.1, see below).  For a pair
+Per-instance loss (our derivation, docs/derivations/generalized-ptr.md §5: an exact reduction that replaces
+the printed Thm 5.1, see below).  For a pair
 (Z, Z + z) the privacy loss of OPS depends on theta only through the residual r = y - x^T theta:
 log p_Z/p_{Z+z} = gamma r^2/2 - gamma r_0^2/(2(1+mu)) - log(1+mu)/2 with r_0 = y - x^T theta_lambda(Z),
 mu = x^T H_Z^{-1} x.  With a = sqrt(gamma) r_0 the two output laws of sqrt(gamma) r are
@@ -27,19 +29,20 @@ Lipschitz constant), Weyl and Sherman-Morrison give for the worst neighbour (a r
 decreasing in lambda_min and increasing in R.  ``gamma*`` solving eps_gamma = eps is the positive root of
 a quadratic in sqrt(gamma) (closed form; infeasible iff mu_r max(z^2, 1)/2 >= eps).
 
-Private statistics (Alg 7, releases calibrated with the analytic Gaussian, spec 04 P-10):
+Private statistics (Alg 7, releases calibrated with the analytic Gaussian, Balle & Wang 2018):
 * lambda_min(X^T X): sensitivity B_X^2 (Weyl), released as a lower bound (clipped at 0);
-* log R = log(B_Y + B_X ||theta_lambda||): global sensitivity log(1 + B_X^2/lambda) ([ours]: by
+* log R = log(B_Y + B_X ||theta_lambda||): global sensitivity log(1 + B_X^2/lambda) (ours: by
   Sherman-Morrison |r(Z)| and ||theta(Z+z) - theta(Z)|| give R(Z+z)/R(Z) in
   [1/(1 + B_X^2/lambda_min(H_Z)), 1 + B_X^2/lambda_min(H_Z)] and lambda_min(H_Z) >= lambda), released as
   an upper bound.  Using this global bound avoids the nested PTR step of the paper's Lemma D.2 noise
-  (spec 04 P-20, whose proof is not in the seeds).
+  (whose proof is in Wang 2018, not in the paper).
 
-**Printed Thm 5.1 is not a valid data-dependent DP bound** ([ours], found while testing): its cross term
-sqrt(gamma L^2 log(2/delta)/lambda*) and quadratic term log(2/delta) B_X^2/(2 lambda*) correspond to a
-Gaussian tail P[|Z| > t] <= 2 e^{-t^2}, which is false, and it ignores removal neighbours (lambda_min
-can drop by B_X^2).  Exact privacy profiles exceed its delta (tests/test_regression_ptr.py gives an
-add-neighbour and a remove-neighbour counterexample), so it is not implemented here.
+**Printed Thm 5.1 is not a valid data-dependent DP bound** (found while testing;
+docs/derivations/generalized-ptr.md §5): its cross term sqrt(gamma L^2 log(2/delta)/lambda*) and quadratic
+term log(2/delta) B_X^2/(2 lambda*) correspond to a Gaussian tail P[|Z| > t] <= 2 e^{-t^2}, which is false,
+and it ignores removal neighbours (lambda_min can drop by B_X^2).  Exact privacy profiles exceed its delta
+(tests/test_regression_ptr.py gives an add-neighbour and a remove-neighbour counterexample), so it is not
+implemented here.
 """
 
 from __future__ import annotations
@@ -50,8 +53,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtri
 
-from . import _validate as V
-from .ptr import DataDependentLoss, PTRResult, StatRelease, calibrate_gaussian_mu, generalized_ptr
+from conversions.gaussian_dp import calibrate_gaussian_mu
+from mechanisms import validation as V
+
+from .ptr import DataDependentLoss, PTRResult, StatRelease, generalized_ptr
 
 
 def _z(delta: float) -> float:

@@ -1,4 +1,5 @@
-"""PTR with hyper-parameter selection by random stopping (seed 000 Alg 3 / Thm 4.6; spec 04 section 2.7).
+"""PTR with hyper-parameter selection by random stopping (Redberg, Zhu & Wang
+2023, Alg 3 / Thm 4.6).
 
 Algorithm: draw J ~ Geometric(gamma) on {1, 2, ...}, run min(J, T) independent generalized-PTR calls,
 each with a proposal drawn uniformly (with replacement) from the candidates, score every output with a
@@ -7,10 +8,10 @@ per-call certificate must be the same (eps*, delta*) for every candidate (the un
 call a data-independent mixture of (eps*, delta*)-DP mechanisms); intermediate results stay hidden.
 
 Guarantee: delegated to the private-selection plug-in :class:`mechanisms.selection.HardStopSelection`
-(Liu & Talwar Thm 3.4 with corrected constants: (3 eps*, (1 + e^{3 eps*}) (delta* E[min(J, T)] +
-(1 - gamma)^T)) with T = :func:`mechanisms.selection.hard_stop_steps`).  The paper's Thm 4.6 constants
-(3 eps* + 3 sqrt(2 delta*), sqrt(2 delta*) T + delta_2) -- spec 04 P-3 -- rest on a proof that the
-selection plug-in's author found flawed (see that module's docstring) and are much looser for small
+(Liu & Talwar 2019, Thm 3.4 with corrected constants, docs/derivations/private-selection.md §2: (3 eps*, (1
++ e^{3 eps*}) (delta* E[min(J, T)] + (1 - gamma)^T)) with T = :func:`mechanisms.selection.hard_stop_steps`).
+The paper's Thm 4.6 constants (3 eps* + 3 sqrt(2 delta*), sqrt(2 delta*) T + delta_2) rest on a proof that is
+flawed (docs/derivations/private-selection.md §2) and are much looser for small
 delta*; they are exposed for comparison only (:func:`liu_talwar_printed`).
 """
 
@@ -23,22 +24,18 @@ from typing import Any
 
 import numpy as np
 
-from . import _validate as V
-from .base import Mechanism
-from .ptr import BOTTOM, GeneralizedPTR, PTRResult
+from mechanisms import validation as V
+from mechanisms.base import Mechanism
+from mechanisms.ptr import GeneralizedPTR
+from mechanisms.selection import HardStopSelection, hard_stop_steps
 
-
-def _selection():
-    try:
-        from . import selection
-    except ImportError as exc:  # pragma: no cover - the plug-in ships with the package
-        raise ImportError("PTR selection needs the private-selection plug-in mechanisms.selection") from exc
-    return selection
+from .ptr import BOTTOM, PTRResult
 
 
 def liu_talwar_printed(epsilon_star: float, delta_star: float, stop_prob: float,
                        delta_2: float) -> tuple[float, float]:
-    """Thm 4.6 as printed (spec 04 P-3 reading): (3 eps* + 3 sqrt(2 delta*), sqrt(2 delta*) T + delta_2).
+    """Thm 4.6 as printed (read as in Liu & Talwar 2019): (3 eps* + 3 sqrt(2 delta*), sqrt(2 delta*) T +
+    delta_2).
 
     T = ceil(log(1/delta_2)/gamma).  Comparison only (module docstring); not used for certificates.
     """
@@ -53,13 +50,13 @@ def liu_talwar_printed(epsilon_star: float, delta_star: float, stop_prob: float,
 def selection_mechanism(epsilon_star: float, delta_star: float, stop_prob: float,
                         delta_2: float) -> Mechanism:
     """The certificate of :func:`ptr_select` as a registered mechanism (``HardStopSelection``)."""
-    return _selection().HardStopSelection(epsilon1=epsilon_star, delta1=delta_star, gamma=stop_prob,
+    return HardStopSelection(epsilon1=epsilon_star, delta1=delta_star, gamma=stop_prob,
                                           delta2=delta_2)
 
 
 def selection_cutoff(epsilon_star: float, stop_prob: float, delta_2: float) -> int:
     """Hard stop T of the selection (least T with (1 + e^{3 eps*}) (1 - gamma)^T <= delta_2)."""
-    return _selection().hard_stop_steps(epsilon_star, stop_prob, delta_2)
+    return hard_stop_steps(epsilon_star, stop_prob, delta_2)
 
 
 def selection_budget(epsilon_total: float, delta_total: float, stop_prob: float,

@@ -2,16 +2,17 @@
 
 Sources: Papernot, Song, Mironov, Raghunathan, Talwar & Erlingsson, "Scalable private learning with
 PATE" (ICLR 2018): Thm 6 + Prop 7 + Prop 10 (data-dependent RDP), Algs 3-5 / Prop 13 (smooth
-sensitivity); Redberg, Zhu & Wang, "Generalized PTR" (seed 000): Alg 4, Lemma 5.5, Thm 5.6 / D.10, D.11.
-Spec 04 section 3.4 (with its OCR fixes: eps_2 = mu_2 / sigma_1^2, beta = 0.2/alpha, smooth sensitivity
-of RDP_sigma1 itself, the profile extended to distance K, conditions C5/C6 enforced).
+sensitivity); Redberg, Zhu & Wang 2023, "Generalized PTR": Alg 4, Lemma 5.5, Thm 5.6 / D.10, D.11, read with
+the fixes of docs/derivations/generalized-ptr.md §6 (eps_2 = mu_2 / sigma_1^2, beta = 0.2/alpha, smooth
+sensitivity of RDP_sigma1 itself, the profile extended to distance K, conditions C5/C6 enforced).
 
 Neighbouring relation: one teacher changes its votes ("vote change": in every query histogram one
 unit of mass moves between two classes; the vote vector has L2 sensitivity sqrt(2)).  A record-level
 add/remove or replace changes at most one teacher, so the certificates hold for both record relations.
 
 Data-dependent RDP of one GNMax answer argmax_j(n_j + N(0, sigma^2)) (Thm 6, *outgoing* direction
-D_alpha(M(X) || M(X')) for every neighbour X' of X -- enough for generalized PTR, spec 04 P-14):
+D_alpha(M(X) || M(X')) for every neighbour X' of X -- enough for generalized PTR,
+docs/derivations/generalized-ptr.md):
 
     q~ = min( sum_{j != i*} Phibar((n_{i*} - n_j) / (sqrt(2) sigma)),  1 - 1/C )         (Prop 7)
     mu_2 = sigma sqrt(log(1/q~)),  mu_1 = mu_2 + 1,  eps_1 = mu_1/sigma^2,  eps_2 = mu_2/sigma^2
@@ -28,8 +29,8 @@ by Alg 3 (bl(q) / bu(q): smallest / largest q~ one vote change can reach), and t
 distance-d ball by walking the histogram towards q0 (Algs 4-5).  That profile is a valid upper bound only
 when conditions C5 (RDP_dd non-decreasing on (0, q0)) and C6 (RDP(bu(q)) - RDP_dd(q) non-decreasing on
 (0, bl(q0))) hold; :func:`check_conditions` verifies them numerically on a dense log-q grid covering
-every q~ reachable with K teachers, and :func:`smooth_sensitivity` refuses otherwise (spec 04 P-12:
-they fail e.g. for (K, sigma, alpha) = (30, 3, 8)).
+every q~ reachable with K teachers, and :func:`smooth_sensitivity` refuses otherwise
+(docs/derivations/generalized-ptr.md §6: they fail e.g. for (K, sigma, alpha) = (30, 3, 8)).
 
 Alg 4 (PATE-PTR, :func:`pate_ptr`) releases the labels iff
 eps' >= eps_sigma1 = U + log(1/delta_mech)/(alpha-1), where U is the (beta, sigma_s, sigma_2)-GNSS upper
@@ -50,9 +51,11 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtri_exp
 
-from . import _validate as V
-from .gnss import GNSSRelease, GNSSUpperBound
-from .ptr import BOTTOM, GeneralizedPTR, releases_cost
+from mechanisms import validation as V
+from mechanisms.gnss import GNSSRelease, GNSSUpperBound
+from mechanisms.ptr import GeneralizedPTR
+
+from .ptr import BOTTOM, releases_cost
 
 _LOG_CONDITION_GRID = 3000
 
@@ -182,7 +185,8 @@ def rdp_gnmax_data_dependent(log_q, sigma: float, alpha: float) -> np.ndarray:
 
 # ---------------------------------------------------------------------------- smooth sensitivity
 def log_q0(sigma: float, alpha: float) -> float:
-    """log q0: below it the data-dependent bound beats alpha/sigma^2 (EXT-PATE ``compute_logq0_gnmax``).
+    """log q0: below it the data-dependent bound beats alpha/sigma^2 (as in the public analysis code of
+    Papernot et al. 2018, ``compute_logq0_gnmax``).
 
     Root of RDP_dd(log q) = alpha/sigma^2 bracketed below the natural upper bound
     min(-(1 + 1/sigma)^2, -((alpha - 0.99)/sigma)^2, -1/sigma^2); the validity conditions are checked
@@ -357,7 +361,7 @@ def smooth_sensitivity(votes, sigma: float, alpha: float, beta: float,
 # ---------------------------------------------------------------------------- Alg 4
 @dataclass(frozen=True)
 class PATEPTRParameters:
-    """Alg 4 parameters (seed 000 L298-299 with the spec 04 fixes).
+    """Alg 4 parameters (Redberg, Zhu & Wang 2023, with the fixes of docs/derivations/generalized-ptr.md §6).
 
     alpha = 2 log(2/delta)/eps_hat + 1, sigma_s = sigma_2 = sqrt((3 alpha + 2)/eps_hat),
     delta_2 = delta/2, beta = 0.2/alpha (not 0.2/eps_hat), so log(2/delta)/(alpha-1) = eps_hat/2.
@@ -445,7 +449,8 @@ class PATEPTRResult:
 
 def gnmax_data_independent_epsilon(num_queries: int, sigma: float, delta: float) -> float:
     """T/sigma^2 + 2 sqrt(T log(1/delta))/sigma: the classic RDP conversion of T alpha/sigma^2 at the optimal
-    alpha = 1 + sigma sqrt(log(1/delta)/T) (upper bound; spec 04 R-61, the "Gaussian mechanism" curve)."""
+    alpha = 1 + sigma sqrt(log(1/delta)/T) (upper bound; the "Gaussian mechanism" curve of the paper's Fig.
+    2)."""
     t = V.integer("num_queries", num_queries, low=1)
     s = V.positive("sigma", sigma)
     return t / s**2 + 2.0 * math.sqrt(t * math.log(1.0 / V.delta(delta))) / s
@@ -460,7 +465,8 @@ def gnmax_labels(votes: np.ndarray, sigma: float, rng: np.random.Generator) -> n
 def pate_ptr(votes, *, sigma_1: float, test_epsilon: float, budget_epsilon: float, delta: float,
              rng: np.random.Generator, num_teachers: int | None = None,
              parameters: PATEPTRParameters | None = None, conversion: str = "classic") -> PATEPTRResult:
-    """PATE with generalized PTR (seed 000 Alg 4, Thm 5.6; spec 04 section 3.4).
+    """PATE with generalized PTR (Redberg, Zhu & Wang 2023, Alg 4, Thm 5.6;
+    docs/derivations/generalized-ptr.md §6).
 
     Parameters
     ----------
@@ -494,7 +500,7 @@ def pate_ptr(votes, *, sigma_1: float, test_epsilon: float, budget_epsilon: floa
     gen_test, gen_labels = rng.spawn(2)
     c5, c6 = check_conditions(s1, v.shape[1], params.alpha, k)
     if not (c5 and c6):
-        # data-independent fallback (spec 04 P-12): a public decision, no data-dependent test
+        # data-independent fallback (C5/C6 fail): a public decision, no data-dependent test
         eps_ind = gnmax_data_independent_epsilon(v.shape[0], s1, d)
         passed = eps_ind <= eps_b
         labels = gnmax_labels(v, s1, gen_labels) if passed else BOTTOM

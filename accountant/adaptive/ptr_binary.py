@@ -1,4 +1,5 @@
-"""Binary report-noisy-max with generalized PTR (seed 000 Example C.1 / Thm C.2; spec 04 section 3.6).
+"""Binary report-noisy-max with generalized PTR (Redberg, Zhu & Wang 2023, Example C.1 /
+Thm C.2; docs/derivations/generalized-ptr.md §4).
 
 Mechanism: two counts n_0, n_1 (add/remove one voter: t = n_1 - n_0 moves by +-1), output
 argmax_i (n_i + Lap(1/eps)) with independent noise.  With Z = L_0 - L_1 (difference of two Lap(1/eps)),
@@ -6,20 +7,22 @@ P[Z > s] = (2 + eps s) e^{-eps s} / 4 for s >= 0, so for t >= 0
 
     p(t) := P[M(X) = 0] = (2 + eps t) e^{-eps t} / 4,        and p(-t) = 1 - p(t).      (exact)
 
-Data-dependent DP of this two-outcome mechanism w.r.t. delta (spec 04 section 4.4, [ours]): for
-P = (p(t), 1 - p(t)) and Q = (p(u), 1 - p(u)), u = t +- 1, and e >= 0 at most one outcome has
-P_i > e^e Q_i, so H_{e^e}(P || Q) <= delta iff e >= log((P_i - delta)/Q_i) for both i; hence
+Data-dependent DP of this two-outcome mechanism w.r.t. delta (our derivation,
+docs/derivations/generalized-ptr.md §4): for P = (p(t), 1 - p(t)) and Q = (p(u), 1 - p(u)), u = t +- 1, and
+e >= 0 at most one outcome has P_i > e^e Q_i, so H_{e^e}(P || Q) <= delta iff e >= log((P_i - delta)/Q_i)
+for both i; hence
 
     eps_delta(t) = max(0, max_{u = t +- 1} max_i max(log((P_i - delta)/Q_i), log((Q_i - delta)/P_i)))
 
 (exact, closed form; terms with P_i <= delta are dropped).  The *pure* loss (delta = 0) increases with the
-gap toward eps (spec 04 R-30: eps = 10 gives 8.208 at t = 0, 9.990 at t = 100), so "lower-bound the gap
+gap toward eps (eps = 10 gives 8.208 at t = 0, 9.990 at t = 100), so "lower-bound the gap
 and plug in" is only valid for the monotone envelope epsbar(t) = sup_{|u| >= |t|} eps_delta(u) of the
 approximate loss, which is exactly computable: eps_delta(u) = 0 once p(|u| - 1) <= delta.
 
-Gen-PTR (spec 04 section 3.6 algorithm 1, with the L639 sign fixed): t^p = |t| - log(1/delta)/eps_t +
-Lap(1/eps_t) (an eps_t-DP lower bound of the gap, wrong side w.p. delta/2), eps^p = epsbar(ceil(t^p)),
-release iff eps^p <= eps'.  Certificate: (eps_t + eps', max(delta_0, delta/2)) (tight Thm 4.3).
+Gen-PTR (the paper's algorithm 1 of App. C, with its dropped minus sign restored): t^p = |t| -
+log(1/delta)/eps_t + Lap(1/eps_t) (an eps_t-DP lower bound of the gap, wrong side w.p. delta/2), eps^p =
+epsbar(ceil(t^p)), release iff eps^p <= eps'.  Certificate: (eps_t + eps', max(delta_0, delta/2)) (tight Thm
+4.3).
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ import math
 
 import numpy as np
 
-from . import _validate as V
+from mechanisms import validation as V
+
 from .ptr import DataDependentLoss, PTRResult, StatRelease, generalized_ptr
 
 
@@ -68,7 +72,8 @@ def binary_rnm_dd_epsilon(t, epsilon: float, delta: float = 0.0) -> np.ndarray:
     """Exact data-dependent epsilon (w.r.t. ``delta``) of binary report-noisy-max at gap ``t``.
 
     Two-sided (both orders of every neighbouring pair t -> t +- 1).  ``delta = 0`` gives the pure
-    data-dependent epsilon (Thm C.2; spec 04 R-32: log p(t)/p(t+1) = eps + log(1 - eps/(2 + eps (t+1))).
+    data-dependent epsilon (Thm C.2; docs/derivations/generalized-ptr.md §4: log p(t)/p(t+1) = eps + log(1 -
+    eps/(2 + eps (t+1))).
     """
     eps = V.positive("epsilon", epsilon)
     d = V.real("delta", delta, low=0.0, high=1.0, high_open=True)
@@ -116,7 +121,7 @@ def binary_vote_loss(epsilon: float, delta_0: float) -> DataDependentLoss:
 
 def binary_vote_ptr(n0: int, n1: int, *, epsilon: float, test_epsilon: float, budget_epsilon: float,
                     delta: float, delta_0: float, rng: np.random.Generator) -> PTRResult:
-    """Gen-PTR for binary voting (spec 04 section 3.6, algorithm 1).
+    """Gen-PTR for binary voting (the paper's algorithm 1 of App. C; docs/derivations/generalized-ptr.md §4).
 
     Releases argmax_i(n_i + Lap(1/epsilon)) iff epsbar(ceil(t^p)) <= ``budget_epsilon``, where
     t^p = |n_1 - n_0| - log(1/delta)/test_epsilon + Lap(1/test_epsilon).  Certificate

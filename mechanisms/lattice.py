@@ -1,0 +1,156 @@
+"""Lattice mechanisms: privacy-loss distributions made of finitely many atoms (no continuous part).
+
+The bases every such plug-in derives from, and the randomized-response primitives they share:
+
+* :class:`AtomicMechanism`: the PLD methods (log-MGF, atoms, cell masses) of a mechanism whose loss in
+  both directions is the finite set ``_atoms()``; an RR(eps)^m power may declare itself through
+  ``_rr_power()`` for a closed-form MGF.  The characteristic-function route composes atoms exactly
+  (for randomized response and (eps, delta) blocks this is the optimal composition theorem of
+  Kairouz, Oh & Viswanath 2015).
+* :class:`DiscreteMechanism`: adds the RDP curve log E[e^{(alpha-1) L}] / (alpha - 1) of the atoms, in
+  closed form for k-ary randomized response (``_rr_k()``).
+* :func:`rr_atoms`, :func:`rr_power_atoms`, :func:`rr_rdp`: randomized response's atoms, the atoms of
+  its m-fold composition and its RDP curve.
+
+Subclasses: :mod:`mechanisms.randomized_response` (``RandomizedResponse``, ``PureDP``, ``ApproxDP``),
+``GeneralizedPTR``, ``SampledWithoutReplacement``, the sparse-vector plug-ins, ...
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import validation as V
+from ._numerics import discrete_log_mgf, log_binomial_coefficients
+from ._rdp_kernels import rr_k_curve
+from .base import Mechanism, UnsupportedRoute, check_direction
+
+__all__ = ["AtomicMechanism", "DiscreteMechanism", "rr_atoms", "rr_power_atoms", "rr_rdp"]
+
+
+def rr_rdp(alpha, epsilon: float, k: int = 2) -> np.ndarray:
+    """RDP of k-ary randomized response RR(eps) (k = 2: the tight RDP of a generic eps-DP mechanism).
+
+    eps(alpha) = log[(e^{alpha eps} + e^{-(alpha-1) eps} + k - 2) / (e^eps + k - 1)] / (alpha - 1)
+    (Mironov 2017, Table II, for k = 2), evaluated without cancellation as alpha -> 1 and rounded up by a
+    few ulps (an upper bound, exact up to that margin); eps(inf) = eps.  Vectorised over alpha > 1.
+    """
+    al = V.alphas(alpha)
+    e = V.real("epsilon", epsilon, low=0.0)
+    return _rr_curve(al, e, V.integer("k", k, low=2))
+
+
+def _rr_curve(al: np.ndarray, eps: float, k: int) -> np.ndarray:
+    flat = np.ascontiguousarray(al.ravel(), dtype=float)
+    return rr_k_curve(flat, eps, k).reshape(al.shape)
+
+
+def rr_atoms(eps: float, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Atoms (losses, masses) of k-ary randomized response RR(eps): losses eps, -eps (and 0 for k > 2)
+    with masses e^eps / Z, 1 / Z ((k - 2) / Z), Z = e^eps + k - 1 (exact)."""
+    # masses from a numerically safe normalisation (eps may be large)
+    logz = eps + math.log1p((k - 1) * math.exp(-eps))
+    losses = [eps, -eps]
+    logw = [eps - logz, -logz]
+    if k > 2:
+        losses.append(0.0)
+        logw.append(math.log(k - 2) - logz)
+    if eps == 0.0:  # all losses are 0: a single atom of mass 1
+        return np.array([0.0]), np.array([1.0])
+    return np.array(losses), np.exp(np.array(logw))
+
+
+def rr_power_atoms(eps: float, m: int, log_scale: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Atoms of the privacy loss of m-fold binary randomized response RR(eps), masses times e^log_scale.
+
+    Losses (m - 2j) eps with binomial masses C(m, j) p^{m-j} q^j, p = e^eps / (1 + e^eps), q = 1 - p
+    (exact; log space).  eps = 0 gives the single atom 0.
+    """
+    if eps == 0.0:
+        return np.array([0.0]), np.array([math.exp(log_scale)])
+    ji = np.arange(m + 1)
+    j = ji.astype(float)
+    log_c = log_binomial_coefficients(m, ji)[0]  # (a few ulps of m log 2; see AtomicMechanism.log_mgf_error)
+    log_p = -math.log1p(math.exp(-eps))
+    log_q = -eps + log_p
+    return (m - 2.0 * j) * eps, np.exp(log_scale + log_c + (m - j) * log_p + j * log_q)
+
+
+class AtomicMechanism(Mechanism):
+    """PLD methods of a mechanism whose privacy loss (both directions) is the finite set ``_atoms()``."""
+
+    def _atoms(self) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - abstract
+        raise UnsupportedRoute(f"{type(self).__name__} must define its atoms")
+
+    def _rr_power(self) -> tuple[float, int, float] | None:
+        """(eps, m, log_scale) when the atoms are e^{log_scale} RR(eps)^m (closed-form MGF), else None."""
+        return None
+
+    @property
+    def log_mgf_error(self) -> float:
+        """For an RR(eps)^m power: the floating-point error of m log M_RR(s) and of the m + 1 binomial
+        atoms (log C(m, j) to ~10 ulps of m log 2, m-fold products of log-masses of size <= 1 + eps):
+        32 ulps of m (1 + eps) + |log_scale|; 0 for the plain closed forms."""
+        pw = self._rr_power()
+        if pw is None or pw[1] <= 1:
+            return 0.0
+        eps, m, log_scale = pw
+        return 32.0 * 2.0 ** -53 * (m * (1.0 + eps) + abs(log_scale))
+
+    def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
+        check_direction(direction)
+        pw = self._rr_power()
+        if pw is not None and pw[0] > 0.0:
+            # e^{log_scale} (p e^{s eps} + q e^{-s eps})^m: O(1) per node whatever m (enumerating the
+            # m + 1 atoms at every contour node cost O(m) time and memory: 366 GiB for m = 1e6)
+            eps, m, log_scale = pw
+            l, w = rr_atoms(eps, 2)
+            s_arr = np.asarray(s, dtype=complex)
+            one = np.asarray(discrete_log_mgf(s_arr, l, w), dtype=complex)
+            return log_scale + m * one.real + 1j * (m * one.imag)
+        l, w = self._atoms()
+        return discrete_log_mgf(s, l, w)
+
+    def pld_atoms(self, direction: str = "remove") -> tuple[np.ndarray, np.ndarray]:
+        check_direction(direction)
+        return self._atoms()
+
+    def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
+        return -math.inf
+
+    def pld_cell_masses(self, edges: np.ndarray, direction: str = "remove"):
+        """Histogram of the atoms (exact up to the rounding of summed masses; see ``Mechanism``)."""
+        check_direction(direction)
+        from ._cells import atoms_cell_masses
+
+        return atoms_cell_masses(edges, *self._atoms())
+
+
+class DiscreteMechanism(AtomicMechanism):
+    """Shared implementation for mechanisms whose PLD is a finite set of atoms (RDP from the atoms)."""
+
+    pld_available = True
+
+    def _conditional_atoms(self) -> tuple[np.ndarray, np.ndarray]:
+        l, w = self._atoms()
+        return l, w / w.sum()
+
+    def _rr_k(self) -> int | None:
+        """k when the conditional atoms are those of k-ary randomized response (closed-form RDP)."""
+        return None
+
+    def rdp(self, alpha) -> np.ndarray:
+        al = V.alphas(alpha)
+        k = self._rr_k()
+        if k is not None:
+            # closed form, accurate as alpha -> 1 and for tiny eps, rounded up
+            return _rr_curve(al, float(self.epsilon), int(k))
+        l, w = self._conditional_atoms()
+        out = np.full(al.shape, self.pure_epsilon)
+        fin = np.isfinite(al)
+        s = al[fin] - 1.0
+        val = np.real(discrete_log_mgf(s.astype(complex), l, w)) / s
+        out[fin] = np.clip(val, 0.0, self.pure_epsilon)
+        return out
