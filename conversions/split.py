@@ -424,10 +424,10 @@ def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol:
     """Certified eps(delta) (one direction) by the near-atomic split: the smallest eps >= 0 whose certified
     delta bracket's upper end is <= delta, and the lower end's root as the lower bound.
 
-    The line, step and cut are planned at a reference epsilon: first the Chernoff bound of the whole
-    ledger, then (cheap passes, both parts bounded by their own Chernoff bounds, which are much tighter
-    than the whole ledger's at small sample rates) the split's Chernoff bound until it settles, then up
-    to three integrated passes; the narrowest certified bracket is returned.
+    The line, step and cut are planned at a reference epsilon: the split's Chernoff bound (cheap passes,
+    both parts bounded by their own Chernoff bounds, which are much tighter than the whole ledger's at
+    small sample rates) until it settles, then up to three integrated passes; the narrowest certified
+    bracket is returned.
     """
     full = C.ComposedPLD(entries, direction)
     if not (0.0 < delta < 1.0) or not full.entries:
@@ -435,60 +435,57 @@ def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol:
     if full.tv_bound is not None and full.tv_bound <= delta:
         return C.EpsilonBounds(delta, 0.0, 0.0, 0.0, direction, {"reason": "total-variation cap"})
     meter = _Meter(work_limit)
-
-    def start():
-        hi, c_ch = C._chernoff_eps_opt(full, delta)
-        return hi, c_ch, hi + full.mgf_err_at(c_ch) / c_ch
-
-    hi, c_ch, hi_cert = meter.run((full,), start)
     log_target = math.log(delta) + math.log(rtol) - math.log(8.0)
     best = None
     best_det: dict = {}
 
-    def solve(core, rem):
+    def solve(core, rem, start: float):
         def up_fn(e):
             return _bracket(core, rem, e)[2]
 
         def lo_fn(e):
             return _bracket(core, rem, e)[1]
 
-        return C._solve(full, delta, up_fn, lo_fn, hi, {}, slope=c_ch)
+        # (log delta falls with slope about -c near the root: the core's line when it carries delta)
+        slope = core.c_ch if core.log_ch0 >= rem.log_ch0 else rem.c_ch
+        return C._solve(full, delta, up_fn, lo_fn, start, {}, slope=slope)
 
-    eps_ref = hi
+    # cheap passes: the split's Chernoff bound (rigorous, both parts bounded) at a cut near its own
+    # answer, from eps = 1 until it settles (a few passes of ~10 ms): the reference for the integrated
+    # passes (the whole ledger's Chernoff bound is far too loose at small sample rates)
+    eps_ref = 1.0
     hints: dict = {}
-    for _ in range(8):  # cheap passes
+    for _ in range(10):
         sc, core, rem = _parts(entries, direction, eps_ref, log_target, False, rtol, None, meter, True, hints)
-        r = meter.run(sc.plds, lambda _c=core, _r=rem: solve(_c, _r))
+        r = meter.run(sc.plds, lambda _c=core, _r=rem, _e=eps_ref: solve(_c, _r, _e))
         if best is None or r.upper < best.upper:
             best = r
-        if not (0.0 < r.upper < 0.9 * eps_ref):
+        if not (0.0 < r.upper and abs(r.upper - eps_ref) > 0.1 * eps_ref):
             break
         eps_ref = r.upper
     eps_ref = best.upper
     integrated = False
     capped: Exception | None = None
-    for i in range(3):  # integrated passes (the first at a low cut: robust while eps_ref is rough)
-        cut = 0.5 * eps_ref if i == 0 else None
+    for _ in range(3):  # integrated passes (after a capped one, at a low cut: the core stays narrow)
+        cut = 0.5 * eps_ref if capped is not None and not integrated else None
         try:
             sc, core, rem = _parts(entries, direction, eps_ref, log_target, skip_if_capped, rtol, cut, meter,
                                    hints=hints)
         except C.WouldBeCapped as exc:  # this cut or line cannot be integrated: try the next pass
             capped = exc
             continue
-        r = meter.run(sc.plds, lambda _c=core, _r=rem: solve(_c, _r))
+        r = meter.run(sc.plds, lambda _c=core, _r=rem, _e=eps_ref: solve(_c, _r, _e))
         if not integrated or r.upper - r.lower < best.upper - best.lower or r.upper < best.lower:
             best = r
             best_det = {"split": True, "ell_cut": sc.ell_cut, "core": core.details(),
                         "remainder": rem.details(),
-                        "nodes": core.details()["nodes"] + rem.details()["nodes"], "chernoff_eps": hi}
+                        "nodes": core.details()["nodes"] + rem.details()["nodes"]}
         integrated = True
         if r.upper - r.lower <= EPS_RTOL * max(r.upper, 1e-12) or r.upper == 0.0:
             break
-        if i > 0 and abs(r.upper - eps_ref) <= 0.05 * eps_ref:
+        if abs(r.upper - eps_ref) <= 0.05 * eps_ref:
             break  # planned at the answer already: another pass would give the same grid
         eps_ref = best.upper
-    if not integrated and capped is not None:
-        raise capped
-    upper = min(best.upper, hi_cert)
-    return C.EpsilonBounds(delta, min(best.estimate, upper), min(best.lower, upper), upper, direction,
-                           best_det)
+    if not integrated:
+        raise capped if capped is not None else C.WouldBeCapped("the split found no integrable cut")
+    return C.EpsilonBounds(delta, best.estimate, best.lower, best.upper, direction, best_det)
