@@ -174,12 +174,20 @@ class CharacteristicFunctionRoute:
                        float(max(r.estimate for r in res)), kind, det)
 
     def _split(self, split_fn, ledger: Ledger, value: float, direction: str, ctx: QueryContext):
-        """The near-atomic split's bracket for one direction, or None when it cannot answer."""
+        """(the near-atomic split's bracket for one direction or None when it cannot answer, the work it
+        used).  A failure is remembered for the ledger and query (a deferred re-run does not repeat it)."""
+        key = ("cf_split_failed", split_fn.__name__, value, direction)
+        if key in ctx.cache:
+            return None, ctx.cache[key]
+        stats: dict = {}
         try:
+            # (capped part contours still give certified, if wider, brackets: the split answers with
+            # them rather than deferring; auto then also asks the routes after this one)
             return split_fn(ledger.items(), value, direction, max(ctx.rtol, self.SPLIT_RTOL),
-                            skip_if_capped=True, work_limit=ctx.work_limit)
+                            skip_if_capped=False, work_limit=ctx.work_limit, stats=stats), stats["work"]
         except (contour.WouldBeCapped, contour.WorkLimitReached, ValueError, ArithmeticError):
-            return None
+            ctx.cache[key] = stats.get("work", 0.0)
+            return None, ctx.cache[key]
 
     def _run(self, fn, split_fn, ledger: Ledger, value: float, ctx: QueryContext) -> Bracket:
         can_split = split.splittable(ledger.items())
@@ -190,11 +198,14 @@ class CharacteristicFunctionRoute:
                 r = fn(pld_d, value, ctx.rtol, skip_if_capped=ctx.skip_if_capped or can_split,
                        work_limit=ctx.work_limit)
             except contour.WouldBeCapped as exc:
-                r = self._split(split_fn, ledger, value, d, ctx) if can_split else None
+                r, used = self._split(split_fn, ledger, value, d, ctx) if can_split else (None, 0.0)
                 if r is None:
                     if ctx.skip_if_capped:
                         raise RouteDeferred(str(exc)) from None
-                    r = fn(pld_d, value, ctx.rtol, skip_if_capped=False, work_limit=ctx.work_limit)
+                    # the plain contour, with what the failed split left of the work limit
+                    limit = contour.QUERY_WORK_LIMIT if ctx.work_limit is None else ctx.work_limit
+                    r = fn(pld_d, value, ctx.rtol, skip_if_capped=False,
+                           work_limit=max(limit - used, 0.25 * limit))
             res.append(r)
         return self._worst(ledger, res)
 

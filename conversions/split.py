@@ -57,11 +57,13 @@ EPS_RTOL = 1e-4
 
 class _Meter:
     """One work and time budget for a whole split query (every pass, both parts): the contours' meters
-    are started with what is left and charged back after each step."""
+    are started with what is left and charged back after each step (``stats["work"]``: the work used)."""
 
-    def __init__(self, work_limit: float | None):
-        self.left = C.QUERY_WORK_LIMIT if work_limit is None else float(work_limit)
+    def __init__(self, work_limit: float | None, stats: dict | None = None):
+        self.left = self.limit = C.QUERY_WORK_LIMIT if work_limit is None else float(work_limit)
         self.deadline = time.monotonic() + C.QUERY_TIME_LIMIT
+        self.stats = {} if stats is None else stats
+        self.stats["work"] = 0.0
 
     def run(self, plds, fn):
         t_left = self.deadline - time.monotonic()
@@ -76,6 +78,7 @@ class _Meter:
             for p in plds:
                 p.stop_query()
             self.left -= used
+            self.stats["work"] = self.limit - self.left
 
 
 # ------------------------------------------------------------------------------------ complex helpers
@@ -382,17 +385,18 @@ def _bracket(core: _PartGrid, rem: _PartGrid, eps: float) -> tuple[float, float,
 
 def split_delta_bounds(entries, eps: float, direction: str = "remove", rtol: float = 1e-8, *,
                        skip_if_capped: bool = False, work_limit: float | None = None,
-                       ell_cut: float | None = None) -> C.DeltaBounds:
+                       ell_cut: float | None = None, stats: dict | None = None) -> C.DeltaBounds:
     """Certified bracket on delta(eps) (one direction) by the near-atomic split (module docstring).
 
     Raises :class:`conversions.contour.WouldBeCapped` (with ``skip_if_capped``) when a part's contour
     would be capped, and :class:`conversions.contour.WorkLimitReached` past the work limit: the caller
-    then falls back to another route.
+    then falls back to another route.  ``stats`` (a dict, if given) receives the work used ("work"),
+    also when the query fails.
     """
     full = C.ComposedPLD(entries, direction)
     if eps < 0.0 or not full.entries:
         raise ValueError("the split route answers eps >= 0 for a non-empty ledger")
-    meter = _Meter(work_limit)
+    meter = _Meter(work_limit, stats)
 
     def start() -> float:
         c = full.saddle(eps)
@@ -420,21 +424,22 @@ def split_delta_bounds(entries, eps: float, direction: str = "remove", rtol: flo
 
 
 def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: float = 1e-8, *,
-                         skip_if_capped: bool = False, work_limit: float | None = None) -> C.EpsilonBounds:
+                         skip_if_capped: bool = False, work_limit: float | None = None,
+                         stats: dict | None = None) -> C.EpsilonBounds:
     """Certified eps(delta) (one direction) by the near-atomic split: the smallest eps >= 0 whose certified
     delta bracket's upper end is <= delta, and the lower end's root as the lower bound.
 
     The line, step and cut are planned at a reference epsilon: the split's Chernoff bound (cheap passes,
     both parts bounded by their own Chernoff bounds, which are much tighter than the whole ledger's at
     small sample rates) until it settles, then up to three integrated passes; the narrowest certified
-    bracket is returned.
+    bracket is returned.  Failures and ``stats`` as :func:`split_delta_bounds`.
     """
     full = C.ComposedPLD(entries, direction)
     if not (0.0 < delta < 1.0) or not full.entries:
         raise ValueError("the split route answers 0 < delta < 1 for a non-empty ledger")
     if full.tv_bound is not None and full.tv_bound <= delta:
         return C.EpsilonBounds(delta, 0.0, 0.0, 0.0, direction, {"reason": "total-variation cap"})
-    meter = _Meter(work_limit)
+    meter = _Meter(work_limit, stats)
     log_target = math.log(delta) + math.log(rtol) - math.log(8.0)
     best = None
     best_det: dict = {}

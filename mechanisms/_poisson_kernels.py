@@ -138,14 +138,15 @@ def _weighted_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span):  # prag
     and an interval [a, b] holding every x with f(x) > fmax - span.
 
     A coarse scan of [lo, hi] (the unsplit window) plus a fine scan (step tau/4) of the weight's edge
-    [xcut - 12 tau - 1, xcut + |wr| mu tau^2 + 12 tau + 1] (the weight's Gaussian tail lets the tilt
-    push mass at most ~ |wr| mu tau^2 past the edge); coarse points inside the fine range are left to
-    the fine scan, and each found point widens the interval by its scan's step.
+    [xcut - 12 tau - 1, xcut + max(wr, 0) mu tau^2 + 12 tau + 1] (the weight's Gaussian tail lets a
+    tilt growing with x (wr > 0; l' <= mu) push mass at most ~ wr mu tau^2 past the edge; a tilt with
+    wr <= 0 decreases in x and pushes none); coarse points inside the fine range are left to the fine
+    scan, and each found point widens the interval by its scan's step.
     """
     ncoarse = 600
     step = (hi - lo) / ncoarse
     lo2 = xcut - 12.0 * tau - 1.0
-    hi2 = xcut + abs(wr) * mu * tau * tau + 12.0 * tau + 1.0
+    hi2 = xcut + max(wr, 0.0) * mu * tau * tau + 12.0 * tau + 1.0
     nfine = int(min(4000.0, math.ceil(4.0 * (hi2 - lo2) / tau)))
     step2 = (hi2 - lo2) / nfine
     fmax = -np.inf
