@@ -144,6 +144,11 @@ class CharacteristicFunctionRoute:
     numerical = True
     #: accuracy (relative, in delta) of the split contours
     SPLIT_RTOL = 1e-4
+    #: under ``auto``, a capped ledger with fewer split steps than this defers to the discretised PLD
+    #: first (cheap and tight for few steps, where the split's remainder needs many nodes) and is split
+    #: only if that bracket is still wider than the target; with more steps it is split at once (the
+    #: discretised PLD is slow and wide there)
+    SPLIT_FIRST_STEPS = 1000
 
     def applies(self, ledger: Ledger) -> bool:
         return ledger.pld_available
@@ -190,7 +195,11 @@ class CharacteristicFunctionRoute:
             return None, ctx.cache[key]
 
     def _run(self, fn, split_fn, ledger: Ledger, value: float, ctx: QueryContext) -> Bracket:
-        can_split = split.splittable(ledger.items())
+        items = ledger.items()
+        can_split = split.splittable(items)
+        # (auto defers few-step ledgers to the discretised PLD before splitting them)
+        steps = sum(k for m, k in items if split.is_split_entry(m))
+        split_now = can_split and (not ctx.skip_if_capped or steps >= self.SPLIT_FIRST_STEPS)
         res = []
         for d in directions(ledger):
             pld_d = self._pld(ledger, d, ctx)
@@ -198,7 +207,7 @@ class CharacteristicFunctionRoute:
                 r = fn(pld_d, value, ctx.rtol, skip_if_capped=ctx.skip_if_capped or can_split,
                        work_limit=ctx.work_limit)
             except contour.WouldBeCapped as exc:
-                r, used = self._split(split_fn, ledger, value, d, ctx) if can_split else (None, 0.0)
+                r, used = self._split(split_fn, ledger, value, d, ctx) if split_now else (None, 0.0)
                 if r is None:
                     if ctx.skip_if_capped:
                         raise RouteDeferred(str(exc)) from None

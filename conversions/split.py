@@ -209,7 +209,8 @@ class Remainder(Mechanism):
 
 
 # ------------------------------------------------------------------------------------ the split
-def _is_split(m: Mechanism) -> bool:
+def is_split_entry(m: Mechanism) -> bool:
+    """Whether the split applies to this mechanism (a subsampled Gaussian with 0 < q < 1)."""
     return type(m) is SubsampledGaussian and 0.0 < m.sample_rate < 1.0
 
 
@@ -223,7 +224,7 @@ def splittable(entries: Sequence[tuple[Mechanism, int]]) -> bool:
             continue
         if not m.pld_available or m.infinite_loss_mass > 0.0:
             return False
-        n += _is_split(m)
+        n += is_split_entry(m)
     return n == 1
 
 
@@ -256,7 +257,7 @@ class SplitComposition:
         for m, k in entries:
             if int(k) <= 0:
                 continue
-            if _is_split(m):
+            if is_split_entry(m):
                 x, tau = cut_for(m, ell_cut)
                 a = SubsampledGaussianPart(m.sigma, m.sample_rate, m.sensitivity, x, tau, 0)
                 b = SubsampledGaussianPart(m.sigma, m.sample_rate, m.sensitivity, x, tau, 1)

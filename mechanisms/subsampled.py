@@ -442,7 +442,9 @@ class SubsampledGaussianPart(Mechanism):
         # over ~30 units of x; nodes on one line (the contour's grids) share the scans and the grid, and
         # cost a complex rotation per grid point (measured ~1/16 of a point of the unsplit kernel, which
         # takes an exp, a log and a cos/sin per point: the unit of these hints)
-        rate = 2.0 * t_max * self.mu * self._sig_max()
+        # (l' <= mu: at lines far above the saddle the tilt pushes even the core's window to where l' ~ mu,
+        # so the phase rate is bounded by t mu, not by the slope at the cut)
+        rate = 2.0 * t_max * self.mu
         points = 30.0 * max(1.0 / self._dx(), rate) * max(1.0, self.mu / 8.0)
         if t_max == 0.0:
             return points + 600.0 + 120.0 / self.tau
