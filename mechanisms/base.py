@@ -114,7 +114,10 @@ class Mechanism:
 
     @property
     def log_mgf_error(self) -> float:
-        """Absolute error bound on the values returned by ``log_mgf`` (0 for closed forms)."""
+        """Error bound e of ``log_mgf``, relative to the MGF on the real axis: the computed value
+        M~(s) = exp(log_mgf(s)) satisfies |M~(s) - M(s)| <= (e^e - 1) M(Re s) (and, at real s, it is a
+        bound on |log M~(s) - log M(s)|).  The characteristic-function route relies on exactly this
+        form (its floating-point term scales the node magnitudes by M(Re s)).  0 for closed forms."""
         return 0.0
 
     def mgf_cost(self, t_max: float) -> float:
