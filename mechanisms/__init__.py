@@ -5,6 +5,7 @@ See :mod:`mechanisms.base` for the contract and :mod:`mechanisms.registry` for p
 
 from .base import DIRECTIONS, RELATIONS, Mechanism, UnsupportedRoute
 from .discrete import DiscreteGaussian, DiscreteLaplace, Skellam
+from .zcdp import ZCDP
 from .gaussian import Gaussian
 from .gnmax import GNMax, SubsampledGNMax
 from .gnss import GNSS, GNSSUpperBound
@@ -31,6 +32,6 @@ __all__ = [
     "RandomStoppingSelection", "TruncatedRandomStoppingSelection", "HardStopSelection",
     "KnownThresholdSelection", "LaplaceSVT", "GaussianSVT", "GeneralizedSVT", "StageWiseSVT",
     "GNSS", "GNSSUpperBound", "GeneralizedPTR", "PTRRenyi",
-    "DiscreteGaussian", "DiscreteLaplace", "Skellam",
+    "DiscreteGaussian", "DiscreteLaplace", "Skellam", "ZCDP",
     "available", "from_dict", "get", "register",
 ]
