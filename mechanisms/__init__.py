@@ -5,7 +5,6 @@ See :mod:`mechanisms.base` for the contract and :mod:`mechanisms.registry` for p
 
 from .base import DIRECTIONS, RELATIONS, Mechanism, UnsupportedRoute
 from .discrete import DiscreteGaussian, DiscreteLaplace, Skellam
-from .zcdp import ZCDP
 from .gaussian import Gaussian
 from .gnmax import GNMax, SubsampledGNMax
 from .gnss import GNSS, GNSSUpperBound
@@ -23,6 +22,7 @@ from .selection import (
 from .subsampled import PoissonSubsampled, SubsampledGaussian, SubsampledLaplace
 from .svt import GaussianSVT, GeneralizedSVT, LaplaceSVT, StageWiseSVT
 from .without_replacement import SampledWithoutReplacement
+from .zcdp import ZCDP
 
 __all__ = [
     "DIRECTIONS", "RELATIONS", "Mechanism", "UnsupportedRoute",
