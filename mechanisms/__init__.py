@@ -12,6 +12,7 @@ from .laplace import Laplace
 from .ptr import GeneralizedPTR, PTRRenyi
 from .randomized_response import ApproxDP, PureDP, RandomizedResponse
 from .registry import available, from_dict, get, register
+from .score_selection import BoundedRangeMechanism, ExponentialMechanism, PermuteAndFlip, ReportNoisyMax
 from .screening import NoisyScreening, PrivateKNN, SubsampledNoisyScreening
 from .selection import (
     HardStopSelection,
@@ -33,5 +34,6 @@ __all__ = [
     "KnownThresholdSelection", "LaplaceSVT", "GaussianSVT", "GeneralizedSVT", "StageWiseSVT",
     "GNSS", "GNSSUpperBound", "GeneralizedPTR", "PTRRenyi",
     "DiscreteGaussian", "DiscreteLaplace", "Skellam", "ZCDP",
+    "ExponentialMechanism", "BoundedRangeMechanism", "ReportNoisyMax", "PermuteAndFlip",
     "available", "from_dict", "get", "register",
 ]

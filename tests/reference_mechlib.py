@@ -269,7 +269,7 @@ def br_rdp_sup(alpha, eps, grid=4000, dps=30):
         best = mp.mpf(0)
         for i in range(grid + 1):
             pr = br_binary_pair(eps, mp.mpf(eps) * i / grid)
-            v = mp.log(mp.fsum(P ** a * Q ** (1 - a) for P, Q in pr.values())) / (a - 1)
+            v = mp.log(mp.fsum(P ** a * Q ** (1 - a) for P, Q in pr.values() if P > 0)) / (a - 1)
             best = max(best, v)
         return best
 
@@ -337,3 +337,42 @@ def mixture_delta(eps, weights, means, direction="remove", dps=30):
             prev = cur
         cuts.append(mp.inf)
         return mp.fsum(mp.quad(h, [cuts[i], cuts[i + 1]]) for i in range(len(cuts) - 1))
+
+
+def br_rdp_sup_golden(alpha, eps, dps=40):
+    """sup over t in [0, eps] of D_alpha(B_t) by golden-section search on t (the objective is unimodal:
+    log-concave in u = e^t), endpoints included."""
+    with mp.workdps(dps):
+        a = mp.mpf(alpha)
+
+        def f(t):
+            pr = br_binary_pair(eps, t)
+            return mp.log(mp.fsum(P ** a * Q ** (1 - a) for P, Q in pr.values() if P > 0)) / (a - 1)
+
+        lo, hi = mp.mpf(0), mp.mpf(eps)
+        g = (mp.sqrt(5) - 1) / 2
+        for _ in range(200):
+            x1, x2 = hi - g * (hi - lo), lo + g * (hi - lo)
+            if f(x1) < f(x2):
+                lo = x1
+            else:
+                hi = x2
+        return max(f((lo + hi) / 2), f(mp.mpf(0)), f(mp.mpf(eps) * (1 - mp.mpf(10) ** -30)))
+
+
+def br_composed_delta(x, eps, ts, dps=40):
+    """delta(x) of the product of the binary pairs B_t for t in ``ts`` (exact enumeration, 2^k outcomes
+    merged by the number of 'low' outcomes per distinct t)."""
+    with mp.workdps(dps):
+        atoms = [(mp.mpf(0), mp.mpf(1))]
+        for t in ts:
+            pr = br_binary_pair(eps, t)
+            step = [(mp.log(P / Q), P) for P, Q in pr.values() if P > 0]
+            nxt: dict = {}
+            for l1, w1 in atoms:
+                for l2, w2 in step:
+                    key = mp.nstr(l1 + l2, 25)
+                    old = nxt.get(key, (l1 + l2, mp.mpf(0)))
+                    nxt[key] = (old[0], old[1] + w1 * w2)
+            atoms = list(nxt.values())
+        return loss_delta(x, atoms)
