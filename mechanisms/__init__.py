@@ -9,6 +9,7 @@ from .gaussian import Gaussian
 from .gnmax import GNMax, SubsampledGNMax
 from .gnss import GNSS, GNSSUpperBound
 from .laplace import Laplace
+from .mixture import GaussianMixture
 from .ptr import GeneralizedPTR, PTRRenyi
 from .randomized_response import ApproxDP, PureDP, RandomizedResponse
 from .registry import available, from_dict, get, register
@@ -34,6 +35,6 @@ __all__ = [
     "KnownThresholdSelection", "LaplaceSVT", "GaussianSVT", "GeneralizedSVT", "StageWiseSVT",
     "GNSS", "GNSSUpperBound", "GeneralizedPTR", "PTRRenyi",
     "DiscreteGaussian", "DiscreteLaplace", "Skellam", "ZCDP",
-    "ExponentialMechanism", "BoundedRangeMechanism", "ReportNoisyMax", "PermuteAndFlip",
+    "ExponentialMechanism", "BoundedRangeMechanism", "ReportNoisyMax", "PermuteAndFlip", "GaussianMixture",
     "available", "from_dict", "get", "register",
 ]
