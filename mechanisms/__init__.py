@@ -9,6 +9,7 @@ from .gaussian import Gaussian
 from .gnmax import GNMax, SubsampledGNMax
 from .gnss import GNSS, GNSSUpperBound
 from .laplace import Laplace
+from .matrix import MatrixMechanism, TreeAggregation
 from .mixture import GaussianMixture
 from .ptr import GeneralizedPTR, PTRRenyi
 from .randomized_response import ApproxDP, PureDP, RandomizedResponse
@@ -36,5 +37,6 @@ __all__ = [
     "GNSS", "GNSSUpperBound", "GeneralizedPTR", "PTRRenyi",
     "DiscreteGaussian", "DiscreteLaplace", "Skellam", "ZCDP",
     "ExponentialMechanism", "BoundedRangeMechanism", "ReportNoisyMax", "PermuteAndFlip", "GaussianMixture",
+    "MatrixMechanism", "TreeAggregation",
     "available", "from_dict", "get", "register",
 ]
