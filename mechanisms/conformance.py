@@ -33,11 +33,79 @@ import numpy as np
 
 from .base import DIRECTIONS, Mechanism, UnsupportedRoute
 
-__all__ = ["ConformanceError", "ConformanceReport", "check_mechanism", "DEFAULT_ALPHAS"]
+__all__ = ["ConformanceError", "ConformanceReport", "check_mechanism", "example", "DEFAULT_ALPHAS",
+           "EXAMPLE_PARAMS"]
 
 DEFAULT_ALPHAS = np.array([1.01, 1.1, 1.5, 2.0, 2.5, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0, 64.0, 128.0,
                            256.0])
 _REL = 1e-9
+
+
+#: representative parameters of the built-in mechanisms (for ``example``: the all-registry conformance
+#: test and the route listing of ``dpcert mechanisms``); a plug-in may instead define ``example()``
+EXAMPLE_PARAMS: dict[str, dict] = {
+    "approx_dp": {"epsilon": 1.0, "delta": 1e-6},
+    "bounded_range": {"epsilon": 1.0},
+    "discrete_gaussian": {"sigma": 2.0},
+    "discrete_laplace": {"scale": 2.0},
+    "exponential_mechanism": {"epsilon": 1.0},
+    "gaussian": {"sigma": 1.0},
+    "gaussian_mixture": {"sigma": 1.0, "sensitivities": [0.0, 1.0], "probabilities": [0.9, 0.1]},
+    "gaussian_svt": {"sigma1": 2.0, "sigma2": 4.0, "cutoff": 1, "max_length": 100},
+    "generalized_ptr": {"epsilon": 1.0, "delta": 1e-6, "test_epsilon": 0.5, "test_delta": 1e-6,
+                        "false_positive": 1e-6},
+    "generalized_svt": {"threshold_noise": "gaussian", "threshold_scale": 1.0, "query_noise": "laplace",
+                        "query_scale": 2.0},
+    "gnmax": {"sigma": 40.0},
+    "gnss": {"sigma": 1.0, "beta": 0.3},
+    "gnss_upper_bound": {"beta": 0.01, "sigma_s": 15.0, "sigma_2": 15.0, "delta_2": 1e-3},
+    "hard_stop_selection": {"epsilon1": 0.5, "delta1": 1e-9, "gamma": 0.1, "delta2": 1e-6},
+    "known_threshold_selection": {"epsilon1": 0.5, "gamma": 0.01, "max_steps": 100},
+    "laplace": {"scale": 1.0},
+    "laplace_svt": {"epsilon1": 0.5, "epsilon2": 0.5},
+    "matrix_mechanism": {"C": [[1.0, 0.0], [1.0, 1.0]], "sigma": 1.0},
+    "noisy_screening": {"sigma": 75.0, "threshold": 180.0, "k": 300},
+    "permute_and_flip": {"epsilon": 1.0},
+    "poisson_subsampled": {"base": {"name": "laplace", "params": {"scale": 2.0}}, "sample_rate": 0.1},
+    "private_knn": {"sigma_screen": 75.0, "threshold": 180.0, "k": 300, "sigma_answer": 25.0,
+                    "sample_rate": 0.15, "num_queries": 1000, "answer_cap": 735},
+    "ptr_renyi": {"test": {"name": "laplace", "params": {"scale": 2.0}},
+                  "budget": {"name": "gaussian", "params": {"sigma": 3.0}},
+                  "worst_case": {"name": "gaussian", "params": {"sigma": 3.0, "sensitivity": 4.0}},
+                  "false_positive": 1e-6},
+    "pure_dp": {"epsilon": 1.0},
+    "random_stopping_selection": {"epsilon1": 0.5, "gamma": 0.01},
+    "randomized_response": {"epsilon": 1.0, "k": 3},
+    "report_noisy_max": {"epsilon": 1.0},
+    "sampled_without_replacement": {"epsilon": 1.0, "delta": 1e-6, "sample_rate": 0.01},
+    "skellam": {"mu": 10.0},
+    "stagewise_svt": {"threshold_noise": "laplace", "threshold_scale": 1.0, "query_noise": "laplace",
+                      "query_scale": 2.0, "cutoff": 10, "stage_cutoff": 1, "stage_delta": 1e-9},
+    "subsampled_gaussian": {"sigma": 1.0, "sample_rate": 0.01},
+    "subsampled_gnmax": {"sigma": 25.0, "sample_rate": 0.15},
+    "subsampled_laplace": {"scale": 1.0, "sample_rate": 0.1},
+    "subsampled_noisy_screening": {"sigma": 75.0, "threshold": 180.0, "k": 300, "sample_rate": 0.15},
+    "tree_aggregation": {"sigma": 1.0, "steps": 16},
+    "truncated_random_stopping_selection": {"epsilon1": 0.5, "gamma": 0.01, "max_steps": 1000},
+    "zcdp": {"rho": 0.5},
+}
+
+
+def example(name_or_cls) -> Mechanism | None:
+    """A representative instance of a registered mechanism: its class's ``example()`` if defined, else
+    :data:`EXAMPLE_PARAMS`, else the all-defaults constructor; None if none of these works."""
+    from .registry import from_dict, get
+
+    cls = get(name_or_cls) if isinstance(name_or_cls, str) else name_or_cls
+    ex = getattr(cls, "example", None)
+    try:
+        if callable(ex):
+            return ex()
+        if cls.name in EXAMPLE_PARAMS:
+            return from_dict({"name": cls.name, "params": EXAMPLE_PARAMS[cls.name]})
+        return cls()
+    except Exception:  # noqa: BLE001 - no representative instance
+        return None
 
 
 class ConformanceError(AssertionError):
