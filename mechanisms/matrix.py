@@ -27,14 +27,15 @@ it when G_S >= 0 entrywise (all u_i equal); the outer maximum over S:
 
 TreeAggregation(sigma, steps, epochs=1, restart=True)
     The binary-tree (online) aggregation of DP-FTRL (Kairouz, McMahan, Song, Thakkar, Thakurta & Xu
-    2021; Guha Thakurta & Smith 2013): every tree node (dyadic interval sum) gets N(0, sigma^2) noise;
-    one contribution lies in ceil(log2 n) + 1 nodes.  With ``restart`` a fresh tree of ``steps`` leaves
-    per epoch and one participation per epoch: ``epochs`` independent Gaussians, mu^2 = epochs (ceil(log2
-    steps) + 1) / sigma^2 (exact; with epochs = 1 it is dp-accounting's SingleEpochTreeAggregation).
-    Without restart, one tree over steps x epochs leaves: G_ij = (number of common ancestors) =
-    depth - bitlength(i XOR j) and the b-min-sep maximisation above (G >= 0: exact up to the
-    relaxation; n <= 4096), or for larger trees the bound
-    k depth + k (k - 1) (depth - ceil(log2(b + 1))) (leaves b apart share no node below level log2(b+1)).
+    2021, App. D; Guha Thakurta & Smith 2013): every complete dyadic node (the sum over a block
+    [j 2^l, (j + 1) 2^l) inside the n steps) gets N(0, sigma^2) noise; one contribution lies in at most
+    depth = floor(log2 n) + 1 = ceil(log2(n + 1)) nodes (the first leaf attains it).  With ``restart`` a
+    fresh tree of ``steps`` leaves per epoch and one participation per epoch: ``epochs`` independent
+    Gaussians, mu^2 = epochs depth(steps) / sigma^2 (exact; epochs = 1 is dp-accounting's
+    SingleEpochTreeAggregationDpEvent).  Without restart, one tree over steps x epochs leaves: G_ij =
+    number of complete blocks containing both i and j, and the b-min-sep maximisation above (G >= 0;
+    exact when the relaxation is attained; n <= 4096), or for larger trees the bound
+    k depth + k (k - 1) (depth - ceil(log2(b + 1))) (leaves b apart share no block smaller than b + 1).
 
 Amplification by sampling (Poisson / "balls in bins" for banded C, Choquette-Choo et al. 2023/2024) is
 NOT implemented: these blocks assume every participation pattern allowed by (b, k) may occur.
@@ -265,21 +266,22 @@ class MatrixMechanism(_Delegating):
 
 
 def _tree_depth(n: int) -> int:
-    """Nodes containing one leaf of a binary tree over n leaves (padded to a power of two)."""
-    return (n - 1).bit_length() + 1
+    """Most complete dyadic blocks of [0, n) containing one leaf: floor(log2 n) + 1."""
+    return n.bit_length()
 
 
 @njit(cache=True)
 def _tree_gram(n: int, depth: int) -> np.ndarray:  # pragma: no cover - compiled
-    g = np.empty((n, n))
+    """G_ij = number of complete dyadic blocks [j 2^l, (j+1) 2^l) within [0, n) containing leaves i and j."""
+    g = np.zeros((n, n))
     for i in range(n):
         for j in range(n):
-            x = i ^ j
-            bl = 0
-            while x > 0:
-                bl += 1
-                x >>= 1
-            g[i, j] = depth - bl
+            c = 0
+            for lev in range(depth):
+                bi = i >> lev
+                if bi == (j >> lev) and ((bi + 1) << lev) <= n:
+                    c += 1
+            g[i, j] = c
     return g
 
 

@@ -32,11 +32,11 @@ def _brute(c, b, k):
 
 
 def _tree_matrix(n):
-    """All nodes of the binary tree over n = 2^h leaves as rows (dyadic interval indicators)."""
+    """The complete dyadic blocks [j 2^l, (j + 1) 2^l) inside [0, n) as rows (interval indicators)."""
     rows = []
     size = 1
     while size <= n:
-        for start in range(0, n, size):
+        for start in range(0, n - size + 1, size):
             r = [0.0] * n
             for j in range(start, start + size):
                 r[j] = 1.0
@@ -78,8 +78,7 @@ def test_prefix_sum_matrix_single_participation():
 def test_tree_without_restart_matches_explicit_tree_matrix(steps, epochs, b):
     n = steps * epochs
     t = TreeAggregation(1.0, steps, epochs, restart=False, min_separation=b)
-    c = _tree_matrix(1 << (n - 1).bit_length())
-    c = [r[:n] for r in c if any(r[:n])]
+    c = _tree_matrix(n)
     up, lo, _ = matrix_sensitivity(c, b, epochs)
     assert t.sensitivity ** 2 == pytest.approx(up, rel=1e-12)
     assert t.sensitivity ** 2 >= _brute(c, b, epochs) * (1 - 1e-12) if n <= 16 else True
@@ -88,17 +87,19 @@ def test_tree_without_restart_matches_explicit_tree_matrix(steps, epochs, b):
 def test_tree_with_restart_closed_form():
     for steps, epochs in ((1, 1), (16, 1), (17, 3), (1000, 5)):
         t = TreeAggregation(2.0, steps, epochs)
-        depth = math.ceil(math.log2(steps)) + 1 if steps > 1 else 1
+        depth = math.ceil(math.log2(steps + 1))  # complete blocks containing the first leaf
         assert t.sensitivity ** 2 == pytest.approx(epochs * depth, rel=1e-14)
         assert t.gdp_mu == pytest.approx(math.sqrt(epochs * depth) / 2.0, rel=1e-14)
-    # one tree of 16 leaves: the explicit matrix gives the same sensitivity
+    # explicit matrices give the same sensitivity (also when n is not a power of two)
     assert matrix_sensitivity(_tree_matrix(16), 16, 1)[0] == pytest.approx(5.0)
+    expect = TreeAggregation(1.0, 11).sensitivity ** 2
+    assert matrix_sensitivity(_tree_matrix(11), 11, 1)[0] == pytest.approx(expect)
 
 
 def test_large_tree_bound_is_valid():
     t = TreeAggregation(1.0, 1000, 5, restart=False, min_separation=1000)
     assert not t.tight
-    depth = math.ceil(math.log2(5000)) + 1
+    depth = math.ceil(math.log2(5001))
     assert t.sensitivity ** 2 >= 5 * depth  # at least the diagonal
 
 
