@@ -108,7 +108,17 @@ def single(losses: np.ndarray, masses: np.ndarray, declared_log_err: float = 0.0
 
 
 def convolve(a: Atoms, b: Atoms) -> Atoms | None:
-    """Atoms of the product measure (losses add); ``None`` if the support would be too large."""
+    """Atoms of the product measure (losses add); ``None`` if the support would be too large.
+
+    Large products of atoms on a common lattice (integer-valued noise) are convolved directly on the
+    lattice (:mod:`conversions.lattice_atoms`: O(n_a + n_b) atoms instead of n_a n_b before merging).
+    """
+    if a.size > 1 and b.size > 1 and a.size * b.size > 4096:
+        from .lattice_atoms import convolve_lattice
+
+        lat = convolve_lattice(a, b)
+        if lat is not None:
+            return lat
     if a.size * b.size > 40 * MAX_ATOMS:
         return None
     if a.size == 1 or b.size == 1:
