@@ -6,6 +6,7 @@ See :mod:`mechanisms.base` for the contract and :mod:`mechanisms.registry` for p
 from .base import DIRECTIONS, RELATIONS, Mechanism, UnsupportedRoute
 from .discrete import DiscreteGaussian, DiscreteLaplace, Skellam
 from .gaussian import Gaussian
+from .gaussian_pair import GaussianPair
 from .gnmax import GNMax, SubsampledGNMax
 from .gnss import GNSS, GNSSUpperBound
 from .laplace import Laplace
@@ -37,6 +38,6 @@ __all__ = [
     "GNSS", "GNSSUpperBound", "GeneralizedPTR", "PTRRenyi",
     "DiscreteGaussian", "DiscreteLaplace", "Skellam", "ZCDP",
     "ExponentialMechanism", "BoundedRangeMechanism", "ReportNoisyMax", "PermuteAndFlip", "GaussianMixture",
-    "MatrixMechanism", "TreeAggregation",
+    "MatrixMechanism", "TreeAggregation", "GaussianPair",
     "available", "from_dict", "get", "register",
 ]

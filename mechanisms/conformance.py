@@ -51,6 +51,7 @@ EXAMPLE_PARAMS: dict[str, dict] = {
     "exponential_mechanism": {"epsilon": 1.0},
     "gaussian": {"sigma": 1.0},
     "gaussian_mixture": {"sigma": 1.0, "sensitivities": [0.0, 1.0], "probabilities": [0.9, 0.1]},
+    "gaussian_pair": {"shifts": [0.5, 0.2], "precisions": [1.2, 0.9]},
     "gaussian_svt": {"sigma1": 2.0, "sigma2": 4.0, "cutoff": 1, "max_length": 100},
     "generalized_ptr": {"epsilon": 1.0, "delta": 1e-6, "test_epsilon": 0.5, "test_delta": 1e-6,
                         "false_positive": 1e-6},

@@ -376,3 +376,47 @@ def br_composed_delta(x, eps, ts, dps=40):
                     nxt[key] = (old[0], old[1] + w1 * w2)
             atoms = list(nxt.values())
         return loss_delta(x, atoms)
+
+
+# ---------------------------------------------------------------------------------------------------
+# two one-dimensional Gaussians with different variances: P = N(0, 1), Q = N(d, 1/a)
+# ---------------------------------------------------------------------------------------------------
+
+
+def gaussian_pair_delta_1d(eps, d, a, direction="remove", dps=40):
+    """Exact delta(eps) by normal CDFs over the region {L > eps} (a quadratic inequality in x).
+
+    L(x) = log p/q = (a - 1) x^2 / 2 - a d x + a d^2 / 2 - log(a) / 2; "add" uses -L and the swapped
+    measures."""
+    with mp.workdps(dps):
+        d, a, e = mp.mpf(d), mp.mpf(a), mp.mpf(eps)
+        sq = 1 / mp.sqrt(a)
+        sgn = 1 if direction == "remove" else -1
+        # sgn * L(x) - eps = A x^2 + B x + C > 0
+        A = sgn * (a - 1) / 2
+        B = -sgn * a * d
+        C = sgn * (a * d * d / 2 - mp.log(a) / 2) - e
+
+        def pm(lo, hi):  # P(lo < X < hi), Q(lo < Y < hi)
+            return (mp.ncdf(hi) - mp.ncdf(lo), mp.ncdf((hi - d) / sq) - mp.ncdf((lo - d) / sq))
+
+        if A == 0:
+            if B == 0:
+                regions = [(-mp.inf, mp.inf)] if C > 0 else []
+            else:
+                r = -C / B
+                regions = [(r, mp.inf)] if B > 0 else [(-mp.inf, r)]
+        else:
+            disc = B * B - 4 * A * C
+            if disc <= 0:
+                regions = [(-mp.inf, mp.inf)] if A > 0 else []
+            else:
+                r1 = (-B - mp.sqrt(disc)) / (2 * A)
+                r2 = (-B + mp.sqrt(disc)) / (2 * A)
+                lo, hi = min(r1, r2), max(r1, r2)
+                regions = [(-mp.inf, lo), (hi, mp.inf)] if A > 0 else [(lo, hi)]
+        tot = mp.mpf(0)
+        for lo, hi in regions:
+            p, q = pm(lo, hi)
+            tot += (p - mp.exp(e) * q) if direction == "remove" else (q - mp.exp(e) * p)
+        return tot
