@@ -215,8 +215,25 @@ def mechanism_table() -> list[dict]:
                         else repr(d)
                 params.append(item)
         doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
-        out.append({"name": name, "parameters": params, "description": doc})
+        out.append({"name": name, "parameters": params, "routes": mechanism_routes(cls), "description": doc})
     return out
+
+
+def mechanism_routes(cls) -> list[str]:
+    """The routes (``method=`` names) that apply to one use of a representative instance of ``cls``
+    (``mechanisms.conformance.example``); from the class flags when no instance can be built."""
+    from mechanisms.conformance import example
+
+    from . import routes
+    from .ledger import Ledger
+
+    inst = example(cls)
+    if inst is None:
+        pld = getattr(cls, "pld_available", False) is True
+        return ["cf", "pld", "rdp"] if pld else ["rdp"]
+    led = Ledger()
+    led.add(inst)
+    return [r.name for r in routes.applicable(led) if r.name not in routes.AUTO_EXCLUDED]
 
 
 def cmd_mechanisms(args: argparse.Namespace, extra: list[str]) -> int:
@@ -229,7 +246,7 @@ def cmd_mechanisms(args: argparse.Namespace, extra: list[str]) -> int:
     for m in table:
         fields = [p["name"] + ("" if p["required"] or "default" not in p else f"={p['default']}")
                   for p in m["parameters"]]
-        print(f"{m['name']:24s} {' '.join(fields):45s} {m['description']}")
+        print(f"{m['name']:24s} {' '.join(fields):45s} [{','.join(m['routes'])}] {m['description']}")
     return 0
 
 

@@ -427,6 +427,12 @@ class PrivacyAccountant:
                 if best_val - lower <= skip_rtol * abs(best_val):
                     skipped.append(route.name)
                     continue
+            if not compare and math.isfinite(results["exact"].upper if "exact" in results else math.inf) \
+                    and getattr(route, "numerical", False):
+                # the numerical routes evaluate the same dominating pairs as the closed form (which has no
+                # lower bound only because the pairs are not attained, e.g. GNMax): they cannot beat it
+                skipped.append(route.name)
+                continue
             # a route that predicts an expensive, wide answer gives way to the next one, and is run in
             # full afterwards only if the bracket is still wider than the target
             ctx.skip_if_capped = (not compare and not was_deferred

@@ -77,7 +77,9 @@ def directions(ledger: Ledger) -> tuple[str, ...]:
 class GaussianExactRoute:
     """Closed-form mu-GDP profile of a composition of Gaussian-family mechanisms (Dong, Roth & Su 2022,
     Cor. 2; Balle & Wang 2018, Thm 8): delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) with
-    mu^2 = sum_j k_j mu_j^2.  Applies when every entry reports ``gdp_mu`` (a plug-in hook)."""
+    mu^2 = sum_j k_j mu_j^2.  Applies when every entry reports ``gdp_mu`` (a plug-in hook); an upper
+    bound only (no lower bound) when some entry does not attain its Gaussian pair (``tight = False``,
+    e.g. GNMax)."""
 
     name = "exact"
 
@@ -93,11 +95,15 @@ class GaussianExactRoute:
     def epsilon(self, ledger: Ledger, delta: float, ctx: QueryContext) -> Bracket:
         mu = ledger.gaussian_mu
         eps, err = gaussian_dp.gaussian_epsilon(delta, mu, self._mu_rel_err(ledger))
+        if not ledger.tight:  # the Gaussian pair only dominates (e.g. GNMax): no lower bound
+            return Bracket.upper_only(eps, {"mu": mu})
         return Bracket.exact(eps, max(eps - err, 0.0), eps - err / 2, {"mu": mu})
 
     def delta(self, ledger: Ledger, epsilon: float, ctx: QueryContext) -> Bracket:
         mu = ledger.gaussian_mu
         lo, d, up = gaussian_dp.gaussian_delta_bounds(epsilon, mu, self._mu_rel_err(ledger))
+        if not ledger.tight:
+            return Bracket.upper_only(up, {"mu": mu})
         return Bracket.exact(up, lo, d, {"mu": mu})
 
 

@@ -31,6 +31,8 @@ from scipy.special import gammaln
 
 from mechanisms._numerics import log_binomial_coefficients
 
+from . import lattice_atoms as LA
+
 LOG_PRUNE = -690.0  # exp(-690) ~ 1e-300
 MAX_ATOMS = 400_000  # above this we stop separating atoms (the contour still handles them)
 _PRUNED_MASS = 3e-300  # > e^{LOG_PRUNE} = 2.2e-300: a bound on the mass of each pruned atom
@@ -109,8 +111,48 @@ def single(losses: np.ndarray, masses: np.ndarray, declared_log_err: float = 0.0
     return _merge_prune(l, lw, 0.0, 0.0, log_err, loss_err)
 
 
+def convolve_lattice(a, b):
+    """Product of two :class:`Atoms` on a common lattice (:mod:`conversions.lattice_atoms`), or None (not a
+    lattice / too big)."""
+    la = LA.lattice_of(a.losses)
+    if la is None:
+        return None
+    lb = LA.lattice_of(b.losses, la[1])
+    if lb is None:
+        return None
+    a0, h, na_, dev_a = la
+    b0, _, nb_, dev_b = lb
+    sa, sb = int(na_.max()) + 1, int(nb_.max()) + 1
+    if float(sa) * float(sb) > LA.MAX_WORK or sa + sb - 1 > 4 * MAX_ATOMS:
+        return None
+    da = LA._dense(na_, np.ascontiguousarray(a.logw), sa)
+    db = LA._dense(nb_, np.ascontiguousarray(b.logw), sb)
+    lw = LA._log_convolve(da, db)
+    idx = np.flatnonzero(lw >= LOG_PRUNE)
+    pruned = int(np.count_nonzero(np.isfinite(lw) & (lw < LOG_PRUNE)))
+    losses = (a0 + b0) + h * idx.astype(float)
+    logw = lw[idx]
+    if logw.size > MAX_ATOMS:
+        return None
+    terms = float(min(sa, sb))
+    dropped = a.dropped_mass + b.dropped_mass + a.dropped_mass * b.dropped_mass + _PRUNED_MASS * pruned
+    max_abs_w = float(np.max(np.abs(logw))) if logw.size else 0.0
+    log_err = a.log_err + b.log_err + LA._U * (terms + 6.0 + 2.0 * max_abs_w)
+    max_abs_l = float(np.max(np.abs(losses))) if losses.size else 0.0
+    loss_err = a.loss_err + b.loss_err + dev_a + dev_b + 4.0 * LA._U * (max_abs_l + abs(a0) + abs(b0))
+    return Atoms(losses, logw, dropped, max(a.merge_shift, b.merge_shift), log_err, loss_err)
+
+
 def convolve(a: Atoms, b: Atoms) -> Atoms | None:
-    """Atoms of the product measure (losses add); ``None`` if the support would be too large."""
+    """Atoms of the product measure (losses add); ``None`` if the support would be too large.
+
+    Large products of atoms on a common lattice (integer-valued noise) are convolved directly on the
+    lattice (:mod:`conversions.lattice_atoms`: O(n_a + n_b) atoms instead of n_a n_b before merging).
+    """
+    if a.size > 1 and b.size > 1 and a.size * b.size > 4096:
+        lat = convolve_lattice(a, b)
+        if lat is not None:
+            return lat
     if a.size * b.size > 40 * MAX_ATOMS:
         return None
     if a.size == 1 or b.size == 1:

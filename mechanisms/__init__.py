@@ -4,13 +4,18 @@ See :mod:`mechanisms.base` for the contract and :mod:`mechanisms.registry` for p
 """
 
 from .base import DIRECTIONS, RELATIONS, Mechanism, UnsupportedRoute
+from .discrete import DiscreteGaussian, DiscreteLaplace, Skellam
 from .gaussian import Gaussian
+from .gaussian_pair import GaussianPair
 from .gnmax import GNMax, SubsampledGNMax
 from .gnss import GNSS, GNSSUpperBound
 from .laplace import Laplace
+from .matrix import MatrixMechanism, TreeAggregation
+from .mixture import GaussianMixture
 from .ptr import GeneralizedPTR, PTRRenyi
 from .randomized_response import ApproxDP, PureDP, RandomizedResponse
 from .registry import available, from_dict, get, register
+from .score_selection import BoundedRangeMechanism, ExponentialMechanism, PermuteAndFlip, ReportNoisyMax
 from .screening import NoisyScreening, PrivateKNN, SubsampledNoisyScreening
 from .selection import (
     HardStopSelection,
@@ -21,6 +26,7 @@ from .selection import (
 from .subsampled import PoissonSubsampled, SubsampledGaussian, SubsampledLaplace
 from .svt import GaussianSVT, GeneralizedSVT, LaplaceSVT, StageWiseSVT
 from .without_replacement import SampledWithoutReplacement
+from .zcdp import ZCDP
 
 __all__ = [
     "DIRECTIONS", "RELATIONS", "Mechanism", "UnsupportedRoute",
@@ -30,5 +36,8 @@ __all__ = [
     "RandomStoppingSelection", "TruncatedRandomStoppingSelection", "HardStopSelection",
     "KnownThresholdSelection", "LaplaceSVT", "GaussianSVT", "GeneralizedSVT", "StageWiseSVT",
     "GNSS", "GNSSUpperBound", "GeneralizedPTR", "PTRRenyi",
+    "DiscreteGaussian", "DiscreteLaplace", "Skellam", "ZCDP",
+    "ExponentialMechanism", "BoundedRangeMechanism", "ReportNoisyMax", "PermuteAndFlip", "GaussianMixture",
+    "MatrixMechanism", "TreeAggregation", "GaussianPair",
     "available", "from_dict", "get", "register",
 ]

@@ -7,12 +7,15 @@ swapped for another of a different class: two counts move by one each; Delta = 1
 * RDP (upper bound, both directions, both relations as long as Delta bounds the L2 change):
       eps(alpha) = alpha Delta^2 / (2 sigma^2),
   the Gaussian mechanism's curve; argmax is post-processing, so the bound is generally not attained
-  (``tight = False``).  The Gaussian pair N(Delta, sigma^2) vs N(0, sigma^2) dominates GNMax, so its
-  log-MGF is a valid (pessimistic) characteristic-function representation.
-* Poisson-subsampled GNMax (rate gamma, add/remove): the tight binomial form of the subsampled
-  Gaussian at integer alpha (Zhu & Wang 2019; Zhu 2023 thesis, Thms 2.3.2/2.3.4 with Prop. 2.3.6;
-  = Mironov, Talwar & Zhang 2019), CGF interpolation for fractional alpha and the cap eps_sub <= eps
-  (docs/derivations/subsampling.md).  Upper bound on both directions of the subsampled pair.
+  (``tight = False``).  The Gaussian pair N(Delta, sigma^2) vs N(0, sigma^2) dominates GNMax, so every
+  route of the Gaussian mechanism applies (as a pessimistic representation): ``GNMax`` delegates its
+  curves to ``Gaussian`` and reports ``gdp_mu`` (the exact mu-GDP route; an upper bound only).
+* Poisson-subsampled GNMax (rate gamma, add/remove): the pairs of the Poisson-subsampled Gaussian
+  dominate it, so ``SubsampledGNMax`` delegates to ``SubsampledGaussian`` (tight binomial RDP at integer
+  alpha -- Zhu & Wang 2019; Zhu 2023 thesis, Thms 2.3.2/2.3.4 with Prop. 2.3.6; = Mironov, Talwar & Zhang 2019
+  (docs/derivations/subsampling.md) --
+  with CGF interpolation, and its characteristic-function and discretised-PLD routes).  Upper bounds.
+  :func:`subsampled_gaussian_rdp` (the general binomial transform) is kept for other callers.
 
 The data-dependent GNMax analysis (smooth sensitivity / PTR) is out of scope here (see
 :mod:`accountant.adaptive.pate_ptr`).
@@ -27,9 +30,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import validation as V
+from ._delegate import _Delegating
 from ._numerics import log_expm1
 from ._screening_kernels import subsampled_cgf_int
-from .base import Mechanism, as_complex_array, check_direction
+from .base import Mechanism
+from .gaussian import Gaussian
 from .registry import register
 
 __all__ = ["GNMax", "SubsampledGNMax", "subsampled_gaussian_rdp", "poisson_subsampled_rdp"]
@@ -111,7 +116,7 @@ def subsampled_gaussian_rdp(alpha, sigma: float, sample_rate: float, sensitivity
 
 @register
 @dataclass(frozen=True)
-class GNMax(Mechanism):
+class GNMax(_Delegating):
     """Gaussian noisy argmax of a vote histogram: argmax_j (n_j + N(0, sigma^2)).
 
     Parameters
@@ -123,9 +128,10 @@ class GNMax(Mechanism):
 
     Notes
     -----
-    RDP alpha Delta^2 / (2 sigma^2) (Gaussian mechanism, Mironov 2017), an upper bound; the Gaussian
-    dominating pair is exposed for the characteristic-function route (pessimistic for argmax, hence ``tight
-    = False``).
+    Accounted by the Gaussian pair N(Delta, sigma^2) vs N(0, sigma^2), which dominates GNMax (argmax is
+    post-processing of the noisy histogram): RDP alpha Delta^2 / (2 sigma^2) (Mironov 2017), the exact
+    mu-GDP route (``gdp_mu`` = Delta / sigma), the characteristic-function and discretised-PLD routes.
+    All upper bounds for the argmax (``tight = False``: the pair is pessimistic for argmax).
     """
 
     sigma: float
@@ -133,7 +139,6 @@ class GNMax(Mechanism):
 
     name = "gnmax"
     tight = False
-    pld_available = True
 
     def __post_init__(self):
         object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
@@ -147,24 +152,18 @@ class GNMax(Mechanism):
     def mu(self) -> float:
         return self.sensitivity / self.sigma
 
-    def rdp(self, alpha) -> np.ndarray:
-        return V.alphas(alpha) * (self.mu**2 / 2.0)
-
-    def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
-        check_direction(direction)
-        s = as_complex_array(s)
-        return s * (s + 1.0) * (self.mu**2 / 2.0)
-
-    def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
-        return (c * c + c - t * t) * self.mu**2 / 2.0
+    def _inner(self) -> Mechanism:
+        return Gaussian(self.sigma, self.sensitivity)
 
 
 @register
 @dataclass(frozen=True)
-class SubsampledGNMax(Mechanism):
+class SubsampledGNMax(_Delegating):
     """GNMax on a Poisson subsample with rate ``sample_rate`` (add/remove neighbours).
 
-    RDP: :func:`subsampled_gaussian_rdp` (upper bound; argmax is post-processing).  RDP route only.
+    Accounted by the Poisson-subsampled Gaussian's pairs (``SubsampledGaussian``: its tight RDP, the
+    characteristic-function and discretised-PLD routes), which dominate the subsampled argmax; upper
+    bounds (``tight = False``).
     """
 
     sigma: float
@@ -180,5 +179,7 @@ class SubsampledGNMax(Mechanism):
         object.__setattr__(self, "sample_rate", V.probability("sample_rate", self.sample_rate))
         object.__setattr__(self, "sensitivity", V.positive("sensitivity", self.sensitivity))
 
-    def rdp(self, alpha) -> np.ndarray:
-        return subsampled_gaussian_rdp(alpha, self.sigma, self.sample_rate, self.sensitivity)
+    def _inner(self) -> Mechanism:
+        from .subsampled import SubsampledGaussian
+
+        return SubsampledGaussian(self.sigma, self.sample_rate, self.sensitivity)

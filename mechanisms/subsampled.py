@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _validate as V
+from . import validation as V
 from ._poisson_kernels import (
     poisson_rdp_int,
     sg_envelope_constants,

@@ -1,0 +1,202 @@
+"""The pair of two multivariate Gaussians with different means AND covariances, in closed form.
+
+GaussianPair(shifts, precisions)
+    Canonical coordinates: P = N(0, I_d), Q = N(delta, diag(1/a)) (a_i > 0 the precisions of Q,
+    delta the shifts).  Any pair N(m1, S1) vs N(m2, S2) (S1, S2 positive definite) is an invertible affine
+    image of a canonical one: whiten by S1^{-1/2} and rotate to the eigenvectors of
+    A = S1^{1/2} S2^{-1} S1^{1/2} (:meth:`GaussianPair.from_gaussians`; the eigendecomposition is done in
+    floating point and its rounding is not part of the certified error).  Uses: per-instance privacy of
+    output perturbation with data-dependent (Hessian-shaped) noise
+    (:mod:`accountant.adaptive.output_perturbation`),
+    Gaussian mechanisms whose noise covariance depends on the data.
+
+    Privacy loss under P, v ~ N(0, I): L = sum_i [k_i v_i^2 / 2 + beta_i v_i + kappa_i] with
+    k_i = a_i - 1, beta_i = -a_i delta_i, kappa_i = a_i delta_i^2 / 2 - log(a_i) / 2 (a sum of independent
+    non-central chi-square terms).  Its MGF (exact; the non-central chi-square MGF):
+
+        log M(s) = sum_i [ s kappa_i - log(1 - s k_i) / 2 + s^2 beta_i^2 / (2 (1 - s k_i)) ],
+
+    for complex s with Re(1 - s k_i) > 0 (principal logarithm); "add" is the swapped pair,
+    log M_add(s) = log M(-1 - s) (E_Q[(q/p)^s] = E_P[(q/p)^{s+1}]).  RDP: log M(alpha - 1)/(alpha - 1) and
+    log M(-alpha)/(alpha - 1), the max of the two, exact (+inf beyond the orders where they exist).
+    Decay envelope: |M(c + it)| itself, which is non-increasing in |t| (each factor's modulus is:
+    |1 - s k|^2 = (1 - c k)^2 + t^2 k^2 grows, and
+    Re[s^2/(1 - s k)] = (c^2 p - t^2 (1 + c k))/(p^2 + t^2 k^2), p = 1 - c k > 0, has t^2-derivative of
+    the sign of -p).  No atoms, no cell masses (characteristic-
+    function and RDP routes).  Symmetric only when a = 1.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import validation as V
+from .base import Mechanism, as_complex_array, check_direction
+from .registry import register
+
+__all__ = ["GaussianPair"]
+
+U = 2.0 ** -53
+
+
+@register
+@dataclass(frozen=True)
+class GaussianPair(Mechanism):
+    """P = N(0, I_d) vs Q = N(shifts, diag(1 / precisions)) (canonical form of two Gaussians).
+
+    Parameters
+    ----------
+    shifts : list of float
+        delta_i (finite), 1 <= d <= 10000.
+    precisions : list of float
+        a_i > 0 (a_i = 1 everywhere: the Gaussian mechanism with mu = |delta|).
+    """
+
+    shifts: list
+    precisions: list
+
+    name = "gaussian_pair"
+    pld_available = True
+    symmetric = False
+
+    def __post_init__(self):
+        if not isinstance(self.shifts, (list, tuple)) or not isinstance(self.precisions, (list, tuple)):
+            raise TypeError("shifts and precisions must be lists of numbers")
+        if not 1 <= len(self.shifts) <= 10000 or len(self.shifts) != len(self.precisions):
+            raise ValueError("shifts and precisions must have the same length in [1, 10000]")
+        sh = [V.real(f"shifts[{i}]", v) for i, v in enumerate(self.shifts)]
+        pr = [V.positive(f"precisions[{i}]", v) for i, v in enumerate(self.precisions)]
+        if max(abs(x) for x in sh) > 1e6 or max(pr) > 1e12 or min(pr) < 1e-12:
+            raise ValueError("shifts must be <= 1e6 in size and precisions in [1e-12, 1e12]")
+        object.__setattr__(self, "shifts", sh)
+        object.__setattr__(self, "precisions", pr)
+
+    def __hash__(self):
+        return hash((self.name, tuple(self.shifts), tuple(self.precisions)))
+
+    @classmethod
+    def from_gaussians(cls, m1, cov1, m2, cov2) -> GaussianPair:
+        """The canonical pair of N(m1, cov1) vs N(m2, cov2) (floating-point eigendecomposition)."""
+        m1, m2 = np.atleast_1d(np.asarray(m1, dtype=float)), np.atleast_1d(np.asarray(m2, dtype=float))
+        s1, s2 = np.atleast_2d(np.asarray(cov1, dtype=float)), np.atleast_2d(np.asarray(cov2, dtype=float))
+        w1, u1 = np.linalg.eigh(0.5 * (s1 + s1.T))
+        if w1[0] <= 0:
+            raise ValueError("cov1 must be positive definite")
+        half = (u1 * np.sqrt(w1)) @ u1.T  # S1^{1/2}
+        inv_half = (u1 / np.sqrt(w1)) @ u1.T  # S1^{-1/2}
+        a_mat = half @ np.linalg.solve(0.5 * (s2 + s2.T), half)
+        a, v = np.linalg.eigh(0.5 * (a_mat + a_mat.T))
+        if a[0] <= 0:
+            raise ValueError("cov2 must be positive definite")
+        delta = v.T @ (inv_half @ (m2 - m1))
+        return cls(delta.tolist(), a.tolist())
+
+    # ---------------------------------------------------------------- internals
+    @functools.cached_property
+    def _arrays(self):
+        a = np.asarray(self.precisions, dtype=float)
+        d = np.asarray(self.shifts, dtype=float)
+        k = a - 1.0
+        beta = -a * d
+        kappa = 0.5 * a * d * d - 0.5 * np.log(a)
+        return k, beta, kappa
+
+    def _log_m(self, s: np.ndarray) -> np.ndarray:
+        """log M_remove(s) for complex s (array), -inf + nan-free; +inf real part outside the domain."""
+        k, beta, kappa = self._arrays
+        s = np.asarray(s, dtype=complex)
+        flat = s.ravel()[:, None]
+        one = 1.0 - flat * k[None, :]
+        bad = np.any(one.real <= 0.0, axis=1)
+        with np.errstate(all="ignore"):
+            quad = flat * flat * (beta * beta)[None, :] / (2.0 * one)
+            terms = flat * kappa[None, :] - 0.5 * np.log(one) + quad
+            out = np.sum(terms, axis=1)
+        out = np.where(bad, complex(math.inf, 0.0), out)
+        return out.reshape(s.shape)
+
+    def _order_limits(self) -> tuple[float, float]:
+        k, _, _ = self._arrays
+        pos, neg = k[k > 0], k[k < 0]
+        rem = float(np.min(1.0 / pos)) if pos.size else math.inf
+        add = float(np.min(1.0 / -neg)) - 1.0 if neg.size else math.inf
+        return rem, add
+
+    # ---------------------------------------------------------------- curves
+    @property
+    def max_mgf_order(self) -> float:
+        return min(self._order_limits())
+
+    @property
+    def log_mgf_error(self) -> float:
+        k, beta, kappa = self._arrays
+        return 16.0 * U * float(len(self.shifts)) * (1.0 + float(np.max(np.abs(kappa)) + np.max(beta * beta)))
+
+    def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
+        check_direction(direction)
+        s = as_complex_array(s)
+        return self._log_m(s if direction == "remove" else -1.0 - s)
+
+    def log_mgf_real(self, c: float, direction: str = "remove") -> float:
+        check_direction(direction)
+        v = self._log_m(np.array([complex(c if direction == "remove" else -1.0 - c)]))[0]
+        return float(v.real)
+
+    def rdp(self, alpha) -> np.ndarray:
+        al = V.alphas(alpha)
+        rem, add = self._order_limits()
+        out = np.empty(al.shape)
+        err = self.log_mgf_error
+        for i, a in np.ndenumerate(al):
+            s = a - 1.0
+            if not math.isfinite(a) or s >= rem or s >= add:
+                out[i] = math.inf if not self._trivial else 0.0
+                continue
+            v = max(self.log_mgf_real(s, "remove"), self.log_mgf_real(s, "add"))
+            out[i] = max(0.0, (v + err) / s * (1.0 + 4 * U))
+        return out
+
+    @property
+    def _trivial(self) -> bool:
+        return all(x == 0.0 for x in self.shifts) and all(a == 1.0 for a in self.precisions)
+
+    @property
+    def gdp_mu(self) -> float | None:
+        """mu = |delta| when every precision is 1 (the pair is then exactly the Gaussian mechanism's)."""
+        if all(a == 1.0 for a in self.precisions):
+            return math.sqrt(math.fsum(x * x for x in self.shifts))
+        return None
+
+    def pld_atoms(self, direction: str = "remove"):
+        check_direction(direction)
+        if self._trivial:
+            return np.array([0.0]), np.array([1.0])
+        return np.empty(0), np.empty(0)
+
+    def log_envelope_fn(self, c: float, direction: str = "remove"):
+        """t -> log |M(c + it)| (exact, non-increasing in |t|; module docstring)."""
+        check_direction(direction)
+        if self._trivial:
+            return lambda t: -math.inf
+        err = self.log_mgf_error
+        k, beta, kappa = self._arrays
+        cc = c if direction == "remove" else -1.0 - c
+        p = 1.0 - cc * k
+        const = float(np.sum(cc * kappa))
+        b2 = beta * beta
+
+        def env(t: float) -> float:
+            # log|M| = sum [c kappa - log|1 - s k| / 2 + Re(s^2 / (1 - s k)) beta^2 / 2], s = cc + it
+            tt = t * t
+            mod2 = p * p + tt * k * k
+            re_frac = (cc * cc * p - tt * (1.0 + cc * k)) / mod2
+            return const + float(np.sum(-0.25 * np.log(mod2) + 0.5 * b2 * re_frac)) + err
+
+        return env
+
+    def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
+        return self.log_envelope_fn(c, direction)(t)
