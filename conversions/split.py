@@ -46,6 +46,7 @@ from mechanisms.base import Mechanism, check_direction
 from mechanisms.subsampled import SubsampledGaussian, SubsampledGaussianPart
 
 from . import contour as C
+from . import gaussian_dp
 
 U = 2.0**-53
 #: the remainder is only bounded (not integrated) when its Chernoff bound is below this fraction of
@@ -273,6 +274,23 @@ class SplitComposition:
         return self.core, self.rem
 
 
+def _clt_epsilon(entries, delta: float) -> float:
+    """A starting point (no bound) for the reference epsilon: the mu-GDP epsilon with the central-limit
+    mu of the ledger, mu^2 = sum q^2 k (e^{mu_j^2} - 1) over subsampled Gaussians (Dong, Roth & Su 2022,
+    Thm 6) plus sum k mu_j^2 over entries reporting ``gdp_mu``; 1 when that is not finite."""
+    mu2 = 0.0
+    for m, k in entries:
+        if is_split_entry(m):
+            mu2 += k * m.sample_rate**2 * math.expm1(min(m.mu**2, 700.0))
+        elif m.gdp_mu is not None:
+            mu2 += k * m.gdp_mu**2
+    try:
+        eps = gaussian_dp.gaussian_epsilon(delta, math.sqrt(mu2))[0] if 0.0 < mu2 < 1e6 else 1.0
+    except (ValueError, ArithmeticError):
+        eps = 1.0
+    return min(max(eps, 1e-9), 1e3) if math.isfinite(eps) else 1.0
+
+
 def default_cut(eps_ref: float) -> float:
     """The loss at which to split: a quarter of the epsilon of interest (a single big step then carries a
     sizeable share of it, while the core's sum stays narrow)."""
@@ -457,9 +475,9 @@ def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol:
         return C._solve(full, delta, up_fn, lo_fn, start, {}, slope=slope)
 
     # cheap passes: the split's Chernoff bound (rigorous, both parts bounded) at a cut near its own
-    # answer, from eps = 1 until it settles (a few passes of ~10 ms): the reference for the integrated
-    # passes (the whole ledger's Chernoff bound is far too loose at small sample rates)
-    eps_ref = 1.0
+    # answer, from the central-limit estimate until it settles (a few passes of ~10 ms): the reference
+    # for the integrated passes (the whole ledger's Chernoff bound is far too loose at small rates)
+    eps_ref = _clt_epsilon(entries, delta)
     hints: dict = {}
     for _ in range(10):
         sc, core, rem = _parts(entries, direction, eps_ref, log_target, False, rtol, None, meter, True, hints)
