@@ -18,6 +18,7 @@ lower bound among the routes it evaluated.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -212,6 +213,13 @@ class CharacteristicFunctionRoute:
             try:
                 r = fn(pld_d, value, ctx.rtol, skip_if_capped=ctx.skip_if_capped or can_split,
                        work_limit=ctx.work_limit)
+                if split_now and r.upper - r.lower > self.SPLIT_RTOL * abs(r.upper):
+                    # the plan looked fine but the bracket came out wide (e.g. q = 1e-4, T = 1e6,
+                    # delta = 1e-12): the split may do better; both brackets are certified, so their
+                    # intersection is too
+                    s, _ = self._split(split_fn, ledger, value, d, ctx)
+                    if s is not None:
+                        r = _intersect(r, s)
             except contour.WouldBeCapped as exc:
                 r, used = self._split(split_fn, ledger, value, d, ctx) if split_now else (None, 0.0)
                 if r is None:
@@ -229,6 +237,15 @@ class CharacteristicFunctionRoute:
 
     def delta(self, ledger: Ledger, epsilon: float, ctx: QueryContext) -> Bracket:
         return self._run(contour.delta_bounds, split.split_delta_bounds, ledger, epsilon, ctx)
+
+
+def _intersect(a, b):
+    """Two certified brackets of the same quantity (one direction): the tighter ends of both, and the
+    details of the narrower one."""
+    narrow = a if a.upper - a.lower <= b.upper - b.lower else b
+    up, lo = min(a.upper, b.upper), max(a.lower, b.lower)
+    lo = min(lo, up)
+    return dataclasses.replace(narrow, upper=up, lower=lo, estimate=min(max(narrow.estimate, lo), up))
 
 
 class DiscretisedPLDRoute:

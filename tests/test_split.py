@@ -197,3 +197,36 @@ def test_accountant_uses_the_split_in_the_small_q_corner_and_stays_monotone():
         assert c.lower_bound is not None and c.epsilon - c.lower_bound <= max(1e-3 * c.epsilon, 1e-4)
         assert c.epsilon > prev
         prev = c.epsilon
+
+
+@pytest.mark.parametrize("chain", [
+    ("T", (1e-6, 1.0, 1e-5), [10_000, 100_000, 1_000_000]),
+    ("T", (1e-4, 1.0, 1e-12), [10_000, 100_000, 1_000_000]),
+    ("q", (1.0, 100_000, 1e-8), [1e-6, 3e-6, 1e-5, 3e-5]),
+    ("sigma", (1e-5, 100_000, 1e-5), [0.4, 0.5, 0.7, 1.0]),
+])
+def test_small_q_chains_are_monotone_and_narrow(chain):
+    """The sweep's small-q chains (non-monotone before the split: wide brackets in both routes): certified
+    epsilon non-decreasing in T and q, non-increasing in sigma, each bracket within the sweep's target
+    (1e-3 relative, or 1e-4 absolute below 0.1) -- the true epsilon is monotone, and narrow brackets
+    must inherit that order."""
+    kind, fixed, values = chain
+    prev = None
+    for v in values:
+        if kind == "T":
+            q, sigma, delta = fixed
+            T = v
+        elif kind == "q":
+            sigma, T, delta = fixed
+            q = v
+        else:
+            q, T, delta = fixed
+            sigma = v
+        acct = PrivacyAccountant()
+        acct.step(sigma=sigma, sample_rate=q, steps=T)
+        c = acct.certificate(delta=delta)
+        width = c.epsilon - c.lower_bound
+        assert width <= 1e-3 * c.epsilon or (c.epsilon < 0.1 and width <= 1e-4), (v, c.epsilon, c.lower_bound)
+        if prev is not None:
+            assert (c.epsilon <= prev) if kind == "sigma" else (c.epsilon >= prev), (v, c.epsilon, prev)
+        prev = c.epsilon
