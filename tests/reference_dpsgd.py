@@ -522,14 +522,14 @@ def _chernoff_scale(sigma, q, T, direction, eps, c):
 
 
 def deltas_ref(eps_list, sigma, q, T, direction="remove", rtol=1e-25, c=None, xdigits=45, hscale=1.0,
-               wscale=1.0, tmax_factor=1.0) -> list[RefResult]:
+               wscale=1.0, tmax_factor=1.0, hf_tol=HF_TOL) -> list[RefResult]:
     """Reference delta_T(eps) (one direction) at every eps of ``eps_list`` from one line planned for their
     range (module docstring).  Pass 1 (t-tolerance 1e-12 x the Chernoff-size scale, x-rule 1e-30) finds the
     smallest value, pass 2 plans the line with t-tolerance ``rtol`` x that value.
 
     ``c`` the line (default: the saddle at the largest eps); ``xdigits``/``hscale`` the x-rule (h is
     multiplied by hscale), ``wscale`` every t-panel limit, ``tmax_factor`` the continuation past the
-    stopping point -- for the refinement checks.
+    stopping point -- for the refinement checks; ``hf_tol`` the high-frequency guard (:data:`HF_TOL`).
     """
     _check(sigma, q, T, direction)
     eps_list = [float(e) for e in eps_list]
@@ -544,7 +544,7 @@ def deltas_ref(eps_list, sigma, q, T, direction="remove", rtol=1e-25, c=None, xd
         vmin = min(eng.delta(e)[0] for e in live)
         if vmin > 0:
             eng = _Engine(sigma, q, T, direction, cc, (a, b), vmin * mp.mpf(rtol), xdigits, hscale, wscale,
-                          tmax_factor)
+                          tmax_factor, hf_tol)
         ln = eng.line
         for e in live:
             v, dv, absn = eng.delta(e, deriv=True)
@@ -599,9 +599,10 @@ def _root_on(eng: _Engine, delta, a, b, x0):
 def eps_ref(delta, sigma, q, T, direction="remove", rtol=1e-25, c=None, xdigits=45, hscale=1.0, wscale=1.0,
             tmax_factor=1.0, eps_guess=None, refine_only=False) -> RefResult:
     """Reference eps_T(delta) (one direction, eps >= 0): the root of delta_T(eps) = ``delta`` by safeguarded
-    Newton on a cached line (delta_T is smooth and strictly decreasing where positive).  Round 0 plans a
-    rough line (t-tolerance 1e-12 delta, x-rule 1e-30) for an eps range around a Chernoff-based guess and
-    finds the root there; round 1 re-plans at that root (range +-2 %) at full accuracy.
+    Newton on a cached line (delta_T is smooth and strictly decreasing where positive).  Round 0 plans one
+    rough line (t-tolerance 1e-12 delta, x-rule 1e-30) for eps in [0, b], b the Chernoff bound (doubled
+    until it brackets), and finds the root there; round 1 re-plans at that root (range +-2 %) at full
+    accuracy (``refine_only``: round 1 only, from ``eps_guess``).
 
     The eps error is the delta error divided by |d delta / d eps| (``extra["slope"]``).
     """
@@ -609,35 +610,37 @@ def eps_ref(delta, sigma, q, T, direction="remove", rtol=1e-25, c=None, xdigits=
     if not 0 < delta < 1:
         raise ValueError(f"delta must be in (0, 1), got {delta!r}")
     top = -T * math.log1p(-q) if direction == "add" else math.inf
-    e = eps_guess if eps_guess is not None else _eps_guess(delta, sigma, q, T, direction)
-    e = min(e, 0.9 * top)
-    a, b = 0.5 * e, min(1.5 * e, 0.5 * (e + top) if math.isfinite(top) else 1.5 * e)
     hist = []
-    for _ in range(0 if refine_only else 30):  # round 0: bracket and locate
-        cc = c if c is not None else _choose_c(sigma, q, T, direction, 0.5 * (a + b))
-        eng = _Engine(sigma, q, T, direction, cc, (a, b), mp.mpf(delta) * mp.mpf(10) ** -12, 30, hf_tol=1e-20)
-        x, why = _root_on(eng, delta, a, b, e)
-        hist.append((a, b, why))
-        if why == "ok":
-            break
-        if why == "below":
-            a, b = a / 4.0, a * 1.01
-            if a < 1e-14:
-                raise RuntimeError("eps below 1e-14: not supported")
+    if refine_only:
+        if eps_guess is None:
+            raise ValueError("refine_only needs eps_guess")
+        x = eps_guess
+    else:  # round 0: one rough line for [0, b], b an upper bound (Chernoff), doubled until it brackets
+        if eps_guess is None:  # the Chernoff bound can be very loose here: start from the Gaussian limit
+            b = min(_eps_guess(delta, sigma, q, T, direction) / 0.9, 2.0 * _eps_gauss(delta, sigma, q, T))
         else:
-            b_new = min(b * 3.0, 0.5 * (b + top)) if math.isfinite(top) else b * 3.0
-            a, b = b * 0.99, b_new
-    else:
-        if not refine_only:
+            b = 2.0 * eps_guess
+        b = min(b, 0.999 * top)
+        for _ in range(30):
+            a = b * 1e-6
+            cc = c if c is not None else _choose_c(sigma, q, T, direction, b)
+            eng = _Engine(sigma, q, T, direction, cc, (0.0, b), mp.mpf(delta) * mp.mpf(10) ** -12, 30,
+                          hf_tol=1e-20)
+            x, why = _root_on(eng, delta, a, b, 0.5 * b)
+            hist.append((a, b, why))
+            if why == "ok":
+                break
+            if why == "below":
+                raise RuntimeError(f"eps below {a:.3g}: not supported")
+            b = min(2.0 * b, 0.5 * (b + top)) if math.isfinite(top) else 2.0 * b
+        else:
             raise RuntimeError(f"no bracket found: {hist}")
-        x = e
     e1 = float(x)
     for _ in range(3):  # round 1: re-plan at the root
         a, b = e1 * 0.98, min(e1 * 1.02, 0.5 * (e1 + top)) if math.isfinite(top) else e1 * 1.02
         cc = c if c is not None else _choose_c(sigma, q, T, direction, e1)
         eng = _Engine(sigma, q, T, direction, cc, (a, b), mp.mpf(delta) * mp.mpf(rtol), xdigits, hscale,
-                      wscale,
-                      tmax_factor)
+                      wscale, tmax_factor)
         x, why = _root_on(eng, delta, a, b, e1)
         hist.append((a, b, why))
         if why == "ok":
@@ -663,6 +666,23 @@ def _eps_guess(delta, sigma, q, T, direction):
         best = min(best, (T * lm + kappa - math.log(delta)) / c)
     g = max(best, 1e-12)
     return 0.9 * g
+
+
+def _eps_gauss(delta, sigma, q, T):
+    """eps of the mu-GDP profile with mu^2 = T q^2 (e^{1/s^2} - 1) (the central-limit Gaussian of T steps)."""
+    from scipy import optimize, special
+
+    mu = math.sqrt(T * math.expm1(1.0 / sigma**2)) * q
+
+    def f(e):
+        return special.ndtr(-e / mu + mu / 2) - math.exp(e) * special.ndtr(-e / mu - mu / 2) - delta
+
+    if f(0.0) <= 0:
+        return 1e-9
+    hi = max(mu, 1e-9)
+    while f(hi) > 0:
+        hi *= 2
+    return optimize.brentq(f, 0.0, hi, xtol=1e-15)
 
 
 def eps_ref_max(delta, sigma, q, T, **kw) -> tuple[float, RefResult, RefResult]:
