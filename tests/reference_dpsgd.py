@@ -149,7 +149,7 @@ class _XRule:
         self.a0, self.sgn = a0, (-1 if self.add else 1)  # a = a0 + sgn i t
         lt = xdigits * math.log(10.0)
         # envelope of the integrand on the real line (log), float64: log phi(x) + a0 log(1 + u(x))
-        xs = np.arange(-60.0 * s - 2.0, 60.0 * s + self.c + 60.0, s / 8.0)
+        xs = np.arange(-60.0 * s - 2.0, 60.0 * s + (0.0 if self.add else self.c) + 60.0, s / 8.0)
         yv = (2.0 * xs - 1.0) / (2.0 * s * s)
         with np.errstate(over="ignore"):
             lg = np.where(yv < 30.0, np.log1p(q * np.expm1(np.minimum(yv, 30.0))),
@@ -440,7 +440,8 @@ def _logm_float(sigma, q, direction, c):
     add = direction == "add"
     a0 = -c if add else c + 1.0
     h = min(0.02, s * s / 8.0)
-    x = np.arange(-40.0 * s, 40.0 * s + c + 40.0, h)
+    # remove: the tilted law reaches out to x ~ c + 1 (the far Gaussian tail); add: (1 + u)^{-c} only damps
+    x = np.arange(-40.0 * s, 40.0 * s + (0.0 if add else c) + 40.0, h)
     y = (2.0 * x - 1.0) / (2.0 * s * s)
     with np.errstate(over="ignore"):
         ell = np.where(y < 30.0, np.log1p(q * np.expm1(np.minimum(y, 30.0))),
@@ -597,7 +598,7 @@ def _root_on(eng: _Engine, delta, a, b, x0):
 
 
 def eps_ref(delta, sigma, q, T, direction="remove", rtol=1e-25, c=None, xdigits=45, hscale=1.0, wscale=1.0,
-            tmax_factor=1.0, eps_guess=None, refine_only=False) -> RefResult:
+            tmax_factor=1.0, eps_guess=None, refine_only=False, hf_tol=HF_TOL) -> RefResult:
     """Reference eps_T(delta) (one direction, eps >= 0): the root of delta_T(eps) = ``delta`` by safeguarded
     Newton on a cached line (delta_T is smooth and strictly decreasing where positive).  Round 0 plans one
     rough line (t-tolerance 1e-12 delta, x-rule 1e-30) for eps in [0, b], b the Chernoff bound (doubled
@@ -640,7 +641,7 @@ def eps_ref(delta, sigma, q, T, direction="remove", rtol=1e-25, c=None, xdigits=
         a, b = e1 * 0.98, min(e1 * 1.02, 0.5 * (e1 + top)) if math.isfinite(top) else e1 * 1.02
         cc = c if c is not None else _choose_c(sigma, q, T, direction, e1)
         eng = _Engine(sigma, q, T, direction, cc, (a, b), mp.mpf(delta) * mp.mpf(rtol), xdigits, hscale,
-                      wscale, tmax_factor)
+                      wscale, tmax_factor, hf_tol)
         x, why = _root_on(eng, delta, a, b, e1)
         hist.append((a, b, why))
         if why == "ok":
@@ -653,7 +654,8 @@ def eps_ref(delta, sigma, q, T, direction="remove", rtol=1e-25, c=None, xdigits=
     return RefResult(float(x), x, direction, float(cc), eng.xr.K, len(ln.t), ln.t_max, ln.tail_est,
                      float(absn / abs(v)), {"h": eng.xr.h, "panels": ln.panels, "rejected": ln.rejected,
                                             "slope": float(dv), "delta_at_root": float(v), "rounds": hist,
-                                            "eps_round0": float(e1), "x_dropped": float(eng.xr.dropped)})
+                                            "eps_round0": float(e1), "x_dropped": float(eng.xr.dropped),
+                                            "engine": eng, "plan": (a, b)})
 
 
 def _eps_guess(delta, sigma, q, T, direction):
