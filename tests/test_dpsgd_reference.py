@@ -146,6 +146,9 @@ def test_json_accuracy_checks(s):
         assert err <= 1e-12 * max(eps, 1e-300)
         assert float(mp.mpf(s["eps_str"][d])) == eps
         assert s["check"][d]["c_alt"] != s["diag"][d]["c"]
+        full = s["check"][d].get("eps_full_accuracy_run")  # a separate run at the tightest tolerances
+        if full is not None:
+            assert abs(float(mp.mpf(full) - mp.mpf(s["eps_str"][d]))) <= err
     assert s["eps_max"] == max(s["eps"].values())
     if s["q"] < 1:  # the add loss is at most -log(1 - q) per step
         assert s["eps"]["add"] < -s["T"] * math.log1p(-s["q"])
