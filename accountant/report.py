@@ -7,14 +7,38 @@ prefix of the run it names (never an extrapolation).  The true epsilon is non-de
 (dropping the later outputs is post-processing), so a certified value below the previous one would mean
 a defect; it is reported in ``notes`` (and warned about), never smoothed away.
 
-Cost: one certified query per point (the same answer as a fresh accountant holding that prefix); only
-process-level state is shared (warm numba kernels).  Ledgers of Gaussian mechanisms take the closed
-form (microseconds per point); DP-SGD takes ~0.05-0.5 s per point.  Trying the previous point's
-route first was measured to save nothing (``auto`` already stops after the contour route when it is
-tight), so it is not done; a cheaper trajectory would need the contour plan to be shared across counts
-(not implemented).  For a loaded state file the composition order of the saved part is
-not known (state files keep counts), nor is it kept past ``MAX_HISTORY_RUNS`` runs (memory bound):
-the points then follow the ledger's order and ``order`` says so.
+Cost.  Points whose standalone query would start with the characteristic-function route (``cf``: no
+closed form applies) share the contour's per-mechanism values across the run
+(:mod:`conversions.contour_family`: real log-MGFs, line envelopes and node values do not depend on the
+counts; lines, steps and the Chernoff search are taken from fixed grids so that they recur, and each
+point's plan starts from the previous point's).  Every error term is still evaluated for the point's
+own counts, so each point is a certified bracket for its prefix, as a standalone query's is, and
+agrees with it to within the standalone bracket's width (both brackets are certified, so they
+overlap); the method column says "cf (shared)".  A point is answered by a standalone query (method
+"... (standalone)", and a note) when its shared plan would be capped (near-atomic losses, e.g. the
+first epochs of DP-SGD at small sample rates: the standalone query splits the loss), when the shared
+bracket is wider than ``auto``'s stopping rule (``auto`` would go on to other routes), past the work
+limit, or on a numerical failure; closed forms (Gaussian ledgers) and other methods are standalone
+queries anyway.  ``shared=False`` answers every point with a standalone query.
+
+Measured (``python -m benchmarks.bench_report``; CPU ms per point, warm, delta = 1e-5; whole report /
+the later half of the run alone; the same points answered by standalone queries in brackets):
+
+* DP-SGD q=0.01, sigma=1.1, every=100, T=6000: 18 (34) / 2.7 (17); one query of the whole run: 18;
+* DP-SGD q=0.001, sigma=1, every=1000, T=1e5: 26 (60) / 5.4 (34); one query: 29;
+* DP-SGD q=0.05, sigma=0.8, every=20, T=2000: 20 (56) / 2.5 (18); one query: 18;
+* two phases, q=0.01, sigma 1.1 then 0.9, every=100, T=3000+3000: 16 (54) / 3.6 (32); one query: 29;
+* Gaussian(3) and Laplace(20) alternating, every=2, 100 uses: 0.7 (0.7) / 0.6 (0.7) (a count-dependent
+  exact-atom and closed-form-term part dominates there: nothing to share).
+
+So once past the first epochs a point costs 6-9 times less than a standalone query (1.2-1.7 ms per
+point over 200 points of the later half of these three DP-SGD runs); a whole report costs 2-3.5 times
+less than a loop of standalone queries, and about one standalone query per point, because its first
+(near-atomic) epochs are the costly ones for either method (standalone queries, or the first contour
+with a large truncation).
+For a loaded state file the composition order of the saved part is not known (state files keep
+counts), nor is it kept past ``MAX_HISTORY_RUNS`` runs (memory bound): the points then follow the
+ledger's order and ``order`` says so.
 """
 
 from __future__ import annotations

@@ -64,12 +64,12 @@ def main(argv: list[str] | None = None) -> None:
     for label, make, every in _cases(quick):
         acct = make()
         n_all = len(acct.report(delta, every=every).steps)
-        t_sh, rep = _cpu(lambda a=acct: a.report(delta, every=every))
-        t_sa, ref = _cpu(lambda a=acct: a.report(delta, every=every, shared=False))
+        t_sh, rep = _cpu(lambda a=acct, e=every: a.report(delta, every=e))
+        t_sa, ref = _cpu(lambda a=acct, e=every: a.report(delta, every=e, shared=False))
         total = acct.ledger.total_count
         half = [t for t in rep.steps if t > total // 2]
-        h_sh, _ = _cpu(lambda a=acct: a.report(delta, steps=half))
-        h_sa, _ = _cpu(lambda a=acct: a.report(delta, steps=half, shared=False))
+        h_sh, _ = _cpu(lambda a=acct, s=half: a.report(delta, steps=s))
+        h_sa, _ = _cpu(lambda a=acct, s=half: a.report(delta, steps=s, shared=False))
         one, _ = _cpu(lambda a=acct: _fresh(a).certificate(delta=delta))
         dev = 0.0
         for e, lo, e0, lo0 in zip(rep.epsilon, rep.lower, ref.epsilon, ref.lower, strict=True):

@@ -15,20 +15,32 @@ that does not depend on the counts:
 the values recur, the choices a query is free to make are taken from fixed grids:
 
 * the line c from the grid 2^(n/4) (the standalone query snaps it there too), found by a walk on that
-  grid from the previous point's line instead of a continuous search;
-* the Chernoff line from the grid 2^(n/16) (a walk from the previous point's);
-* the trapezoid step h rounded down to a power of two (nodes of a step are every 2^r-th node of a
-  step 2^r times finer: one cached array serves both).
+  grid from the Chernoff line instead of a continuous search; the previous member's line is kept when
+  the nodes it still needs cost less than the new line's and its integrand is at most twice the
+  saddle line's (or its bracket at the design point is well inside the accuracy target anyway);
+* the Chernoff line from the grid 2^(n/16), walked from the previous member's;
+* the trapezoid step h rounded down to H 2^-r, H the first step used on that line (the nodes of a
+  step are every 2^r-th node of a step 2^r times finer: one cached array serves both, and a finer
+  step computes only the new half of its nodes);
+* the plan's design point: the previous members' answers extrapolated to this one (the standalone
+  query plans at the Chernoff bound, about 10 % above the answer for DP-SGD).
 
 These choices are free parameters of the error analysis: any line c in the domain, any step h and
 truncation U give a rigorous bracket (the aliasing, truncation and floating-point terms are evaluated
-for the chosen c, h, U), and a finer step only shrinks the aliasing term.  Every error term is
-recomputed for each point with its own counts (from the cached per-mechanism values), so each point's
-bracket is certified exactly as a standalone query's is; only its last digits may differ from the
-standalone answer (another line and step).
+for the chosen c, h, U at the eps being tested, whatever the design point was), and a finer step only
+shrinks the aliasing term.  Every error term is recomputed for each point with its own counts (from
+the cached per-mechanism values, which are the very numbers the mechanism returns for those arguments),
+so each point's bracket is certified exactly as a standalone query's is; only its last digits may
+differ from the standalone answer (another line and step).
 
-The family query never falls back on its own: a plan that would be capped (near-atomic losses), the
-work limit, or a numerical failure raise, and the caller answers that point with a standalone query.
+The result of :func:`family_epsilon_bounds` is what :func:`conversions.contour.epsilon_bounds` returns
+for the same composition and direction (remove or add: the dominating pair of the mechanisms' own
+neighbouring relation): ``upper`` a certified upper bound on eps(delta) of the pair, ``lower`` a
+certified lower bound; the inversion identity and its error analysis are those of
+:mod:`conversions.contour` (shifted-line inversion of the composed MGF with rigorous aliasing,
+truncation and rounding terms).  The family query never falls back on its own: a plan that would be
+capped (near-atomic losses), the work limit, or a numerical failure raise, and the caller answers that
+point with a standalone query.
 """
 
 from __future__ import annotations
@@ -152,8 +164,9 @@ class SharedTerms:
             self.calls["nodes"] += 1
         grids = self._nodes.setdefault((m, c), {})
         old = grids.get(h)
-        self._n_nodes += n - (0 if old is None else old.size)
-        if old is None or old.size < n:
+        if old is None or old.size < n:  # (always: a long enough grid of step h is served above)
+            self._n_nodes += n - (0 if old is None else old.size)
+            vals.setflags(write=False)  # (handed out as views: nobody may change the cache)
             grids[h] = vals
         return vals
 
