@@ -255,8 +255,9 @@ class FamilyPLD(C.ComposedPLD):
         return 16.0 * C._U64 * (len(self.entries) + 4.0) * (1.0 + abs(C._log_kappa(c)) + mag + abs(c * eps))
 
     def _walk(self, f, n0: int, steps: int) -> int | None:
-        """A local minimum of f(2^(n / steps)) over integers n, walking downhill from n0 (None when f is
-        not finite there or the walk leaves [1e-6, cmax])."""
+        """A local minimum of f(2^(n / steps)) over the integers n with 2^(n / steps) in [1e-6, cmax],
+        walking downhill from n0 (None when n0 is outside, f is not finite there, or the walk takes
+        more than ``_MAX_WALK`` steps)."""
         cmax = min(self.max_order * 0.98, 1e5)
         lo, hi = math.ceil(steps * math.log2(_C_MIN)), math.floor(steps * math.log2(cmax))
         if not lo <= n0 <= hi:
@@ -317,9 +318,9 @@ def _line(n: int) -> float:
 
 def _best_line_plan(pld: FamilyPLD, eps_ref: float, log_target: float, n0: int) -> C._Plan:
     """``contour._best_plan`` over lines of the grid 2^(n/4) only: the saddle's grid line ``n0``, one or
-    two grid steps below it when the upper aliasing bound sets a small step, and lines two and four
-    octaves above it and at 1, 2, 4 when the plan is large (the same candidates as the standalone
-    query's, computed as grid points so that their values are shared)."""
+    two grid steps below it when the upper aliasing bound sets a small step, and twice and four times
+    the saddle line and 1, 2, 4 when the plan is large (the same candidates as the standalone query's,
+    computed as grid points so that their values are shared)."""
     def g(c: float) -> float:
         return pld.log_mgf_real(c) - c * eps_ref - math.log(c * (c + 1.0))
 
