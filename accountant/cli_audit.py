@@ -6,6 +6,7 @@ Examples::
     dpcert audit claims.toml --json > audit.json
     dpcert bench --quick                                      # benchmark suite (python -m benchmarks)
     dpcert plot --sample-rate 0.01 --sigma 1.1 --steps 10000 --delta 1e-5 --out plots/
+    dpcert plot --sample-rate 0.01 --sigma 1.1 --steps 6000 --kinds report --every 100   # per epoch
 """
 
 from __future__ import annotations
@@ -108,8 +109,12 @@ def _plot_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="plots", help="output directory (default ./plots)")
     p.add_argument("--formats", nargs="+", default=["png", "svg"], choices=["png", "svg", "pdf"],
                    help="image formats (default png svg)")
-    p.add_argument("--kinds", nargs="+", default=list(plots.KINDS), choices=list(plots.KINDS),
-                   help="which plots (default all)")
+    p.add_argument("--kinds", nargs="+", default=None, choices=list(plots.KINDS),
+                   help="which plots (default: " + " ".join(plots.DEFAULT_KINDS) + "); 'report' draws the "
+                        "certified trajectory (upper and lower bound after every --every compositions)")
+    p.add_argument("--every", type=cli.integer, metavar="N",
+                   help="compositions per epoch of the 'report' plot (default: --points counts spread "
+                        "over the run)")
     p.add_argument("--points", type=int, default=12, help="points per curve (default 12)")
     p.add_argument("--relation", default="add_remove", choices=["add_remove", "replace_one"],
                    help="neighbouring relation (default add_remove)")
@@ -143,12 +148,18 @@ def _plot_main(args: argparse.Namespace, extra: list[str]) -> int:
         raise cli.CLIError("need at least one composition")
     if args.points < 2:
         raise cli.CLIError("--points must be >= 2")
+    kinds = list(plots.DEFAULT_KINDS) if args.kinds is None else args.kinds
+    if args.every is not None:
+        if "report" not in kinds:
+            raise cli.CLIError("--every sets the epochs of the trajectory plot: add --kinds report")
+        if args.every < 1:
+            raise cli.CLIError(f"--every must be a positive number of compositions, got {args.every}")
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    paths = plots.make_plots(mech, times, args.delta, args.out, args.formats, args.kinds, args.points,
-                       args.relation, prefix, progress)
+    paths = plots.make_plots(mech, times, args.delta, args.out, args.formats, kinds, args.points,
+                             args.relation, prefix, progress, every=args.every)
     for path in paths:
         print(path)
     return 0
@@ -176,7 +187,8 @@ def _register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("bench_args", nargs=argparse.REMAINDER,
                    help="options of 'python -m benchmarks' (see 'dpcert bench --help')")
     cli.PASSTHROUGH["bench"] = bench_passthrough
-    p = sub.add_parser("plot", help="plots: epsilon vs steps, privacy profile, RDP curve, f-DP trade-off")
+    p = sub.add_parser("plot", help="plots: epsilon vs steps, privacy profile, RDP curve, f-DP trade-off, "
+                                    "per-epoch certified trajectory (--kinds report --every N)")
     _plot_arguments(p)
     cli.COMMANDS.update(audit=cmd_audit, bench=cmd_bench, plot=cmd_plot)
 

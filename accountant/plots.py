@@ -1,4 +1,5 @@
-"""Plots of a composition's privacy: epsilon vs steps, privacy profile delta(eps), RDP curve, f-DP trade-off.
+"""Plots of a composition's privacy: epsilon vs steps, privacy profile delta(eps), RDP curve, f-DP trade-off,
+and the certified trajectory of a run (upper and lower bound per epoch, :mod:`accountant.report`).
 
 matplotlib is the optional ``plot`` extra (``pip install 'dpcert[plot]'``); it is imported lazily, only
 when a figure is drawn, and a missing install raises :class:`MissingMatplotlib` with that instruction.
@@ -202,14 +203,34 @@ def save_figure(fig, stem: str | Path, formats: Sequence[str] = ("png", "svg")) 
     return out
 
 
-KINDS = ("steps", "profile", "rdp", "tradeoff")
+def report_steps(times: int, every: int | None, points: int) -> dict:
+    """The points of a trajectory plot: ``every=`` (a point per epoch and at the end) when given, else
+    ``points`` counts spread evenly over 1..``times`` (always ending at ``times``)."""
+    if every is not None:
+        return {"every": every}
+    n = max(1, min(points, times))
+    return {"steps": sorted({max(1, round(times * (i + 1) / n)) for i in range(n)})}
+
+
+def plot_report(acct: PrivacyAccountant, delta: float, every: int | None = None, points: int = 12):
+    """The certified epsilon(delta) trajectory of the run in ``acct``: upper and lower bound after every
+    ``every`` compositions (an epoch; else ``points`` evenly spread counts), from
+    :meth:`PrivacyAccountant.report` (each point certified for its prefix of the run)."""
+    rep = acct.report(delta, **report_steps(acct.ledger.total_count, every, points))
+    return rep.plot()
+
+
+#: every plot kind; ``DEFAULT_KINDS`` are drawn when none are asked for
+KINDS = ("steps", "profile", "rdp", "tradeoff", "report")
+DEFAULT_KINDS = ("steps", "profile", "rdp", "tradeoff")
 
 
 def make_plots(mechanism: Mechanism, times: int, delta: float, outdir: str | Path,
-               formats: Sequence[str] = ("png", "svg"), kinds: Sequence[str] = KINDS, points: int = 12,
-               relation: str = "add_remove", prefix: str = "dpcert",
-               progress: Callable[[str], None] = _noop) -> list[Path]:
-    """Draw and save the requested plots for ``times`` compositions of ``mechanism``."""
+               formats: Sequence[str] = ("png", "svg"), kinds: Sequence[str] = DEFAULT_KINDS,
+               points: int = 12, relation: str = "add_remove", prefix: str = "dpcert",
+               progress: Callable[[str], None] = _noop, every: int | None = None) -> list[Path]:
+    """Draw and save the requested plots for ``times`` compositions of ``mechanism`` (``every``: the
+    compositions per epoch of the ``report`` kind)."""
     unknown = set(kinds) - set(KINDS)
     if unknown:
         raise ValueError(f"unknown plot kinds {sorted(unknown)}; choose from {KINDS}")
@@ -236,4 +257,7 @@ def make_plots(mechanism: Mechanism, times: int, delta: float, outdir: str | Pat
         progress("plot: f-DP trade-off")
         written += save_figure(plot_tradeoff(acct, eps_grid, delta, profile=profile),
                                outdir / f"{prefix}_tradeoff", formats)
+    if "report" in kinds:
+        progress("plot: certified trajectory (report)")
+        written += save_figure(plot_report(acct, delta, every, points), outdir / f"{prefix}_report", formats)
     return written

@@ -190,6 +190,12 @@ class PrivacyAccountant:
         """A new, empty accountant with this one's relation and accuracy target (no budget)."""
         return PrivacyAccountant(self.relation, self.rtol)
 
+    @staticmethod
+    def _auto_rules() -> tuple[float, float]:
+        """(``AUTO_SKIP_RTOL``, ``AUTO_WORK_LIMIT``): when ``auto`` stops after a route, and its work
+        limit per numerical query (the report's shared contour follows the same rules)."""
+        return AUTO_SKIP_RTOL, AUTO_WORK_LIMIT
+
     def _history_entries(self) -> list[tuple[Mechanism, int]]:
         """The composition order as runs ``[(mechanism, count)]`` (the ledger's order where unknown: a
         loaded state file's entries come first, in the ledger's order, then what was composed since)."""
@@ -203,7 +209,8 @@ class PrivacyAccountant:
             totals[m] = totals.get(m, 0) + k
         return totals == dict(self._ledger.items())
 
-    def report(self, delta: float, every: int | None = None, *, steps=None, method: str = "auto"):
+    def report(self, delta: float, every: int | None = None, *, steps=None, method: str = "auto",
+               shared: bool = True):
         """The certified epsilon(``delta``) trajectory over the run: after every ``every`` compositions
         (and at the end), or at the given ``steps`` (counts of compositions, in composition order).
 
@@ -212,7 +219,7 @@ class PrivacyAccountant:
         """
         from .report import trajectory
 
-        return trajectory(self, delta, every=every, steps=steps, method=method)
+        return trajectory(self, delta, every=every, steps=steps, method=method, shared=shared)
 
     def _after_add(self, mechanism: Mechanism, times: int) -> None:
         """Bookkeeping after ``times`` uses of ``mechanism`` were recorded."""
