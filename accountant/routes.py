@@ -93,11 +93,15 @@ class GaussianExactRoute:
     def epsilon(self, ledger: Ledger, delta: float, ctx: QueryContext) -> Bracket:
         mu = ledger.gaussian_mu
         eps, err = gaussian_dp.gaussian_epsilon(delta, mu, self._mu_rel_err(ledger))
+        if not ledger.tight:  # a dominating Gaussian pair that no datasets attain: an upper bound only
+            return Bracket.upper_only(eps, {"mu": mu})
         return Bracket.exact(eps, max(eps - err, 0.0), eps - err / 2, {"mu": mu})
 
     def delta(self, ledger: Ledger, epsilon: float, ctx: QueryContext) -> Bracket:
         mu = ledger.gaussian_mu
         lo, d, up = gaussian_dp.gaussian_delta_bounds(epsilon, mu, self._mu_rel_err(ledger))
+        if not ledger.tight:
+            return Bracket.upper_only(up, {"mu": mu})
         return Bracket.exact(up, lo, d, {"mu": mu})
 
 
