@@ -596,10 +596,15 @@ class PrivacyAccountant:
 
     # ------------------------------------------------------------------ persistence
     def to_state(self) -> dict:
-        return {"relation": self.relation, "rtol": self.rtol,
-                "budget": None if self.budget is None else {"epsilon": self.budget.epsilon,
-                                                             "delta": self.budget.delta},
-                "ledger": self._ledger.to_list()}
+        doc = {"relation": self.relation, "rtol": self.rtol,
+               "budget": None if self.budget is None else {"epsilon": self.budget.epsilon,
+                                                            "delta": self.budget.delta},
+               "ledger": self._ledger.to_list()}
+        progress = [{"mechanism": m.to_dict(), "steps": p}
+                    for m, p in getattr(self, "_epoch_progress", {}).items() if p]
+        if progress:  # steps into the current epoch of per-epoch samplers (shuffle, balls-in-bins)
+            doc["epoch_progress"] = progress
+        return doc
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the state as versioned JSON, atomically (a crash never leaves a partial file)."""
@@ -624,6 +629,7 @@ class PrivacyAccountant:
                 raise ValueError(f"state 'relation' must be one of {RELATIONS}, got {relation!r}")
             acct = cls(relation=relation, rtol=doc.get("rtol", contour.DEFAULT_RTOL), budget=budget)
             acct._ledger = Ledger.from_list(doc.get("ledger", []))
+            acct._epoch_progress = _load_progress(doc.get("epoch_progress", []))
             acct._history = [[m, k] for m, k in acct._ledger.items()]
             acct._history_exact = False  # state files keep counts, not the composition order
         except TypeError as exc:  # a field of the wrong JSON type: the state is unusable
@@ -642,6 +648,23 @@ class PrivacyAccountant:
 
     def __repr__(self) -> str:
         return f"PrivacyAccountant(relation={self.relation!r}, ledger=[{'; '.join(self._ledger.summary())}])"
+
+
+def _load_progress(rows) -> dict:
+    """``epoch_progress`` of a state file: [{"mechanism": spec, "steps": int >= 0}] -> {mechanism: steps}."""
+    from mechanisms.registry import from_dict
+
+    if not isinstance(rows, list):
+        raise ValueError("state 'epoch_progress' must be a list of {'mechanism', 'steps'} entries")
+    out: dict = {}
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or set(row) != {"mechanism", "steps"}:
+            raise ValueError(f"epoch_progress[{i}] must have keys 'mechanism' and 'steps'")
+        k = row["steps"]
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise ValueError(f"epoch_progress[{i}].steps must be an integer >= 0, got {k!r}")
+        out[from_dict(row["mechanism"])] = k
+    return out
 
 
 def _warn(bracket: Bracket) -> None:
