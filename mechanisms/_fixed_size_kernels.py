@@ -54,22 +54,29 @@ def _logf(x, wr, lq, l1q, mu):  # pragma: no cover - compiled
 
 @njit(cache=True)
 def _range(wr, lq, l1q, mu, span):  # pragma: no cover - compiled
-    """[a, b] and the max of the real log-integrand on [mu/2, inf): a = mu/2, b where it has fallen by span.
+    """[a, b] on [mu/2, inf) outside which the real log-integrand f(x) = -x^2/2 + wr l(x) is below its
+    maximum minus ``span``, and that maximum.
 
-    The real log-integrand f(x) = -x^2/2 + wr l(x) is concave for wr <= 0 and, for wr > 0, has
-    f'' = -1 + wr l''(x) with l'' <= mu^2/4; beyond x_0 = max(a, wr mu) + 1 it is decreasing (l' <= mu
-    so f' <= -x + wr mu < 0).  The maximum is located on a grid of [a, x_0] and the end b is found by
-    stepping beyond x_0 until f < fmax - span (f is decreasing there).
+    f'(x) = -x + wr l'(x) < 0 for x > max(0, wr mu) (l' <= mu), so the maximum lies in
+    [mu/2, x_0], x_0 = max(mu/2, wr mu) + 1; it is located on a grid of step 1/8 there, the window's ends
+    are the first and last grid points above fmax - span (one step of margin), and beyond x_0 the window
+    is extended until f (decreasing there) drops below fmax - span.
     """
-    a = 0.5 * mu
-    x0 = max(a, wr * mu) + 1.0
-    n = 400
+    a0 = 0.5 * mu
+    x0 = max(a0, wr * mu) + 1.0
+    n = int(math.ceil((x0 - a0) * 8.0)) + 1
     fmax = -np.inf
     for i in range(n + 1):
-        x = a + (x0 - a) * i / n
+        x = a0 + (x0 - a0) * i / n
         f = _logf(x, wr, lq, l1q, mu)
         if f > fmax:
             fmax = f
+    a = x0
+    for i in range(n + 1):
+        x = a0 + (x0 - a0) * i / n
+        if _logf(x, wr, lq, l1q, mu) > fmax - span:
+            a = max(a0, x - (x0 - a0) / n)
+            break
     b = x0
     step = 0.25
     while _logf(b, wr, lq, l1q, mu) > fmax - span:
@@ -80,7 +87,13 @@ def _range(wr, lq, l1q, mu, span):  # pragma: no cover - compiled
 
 @njit(cache=True)
 def half_line_log_j(w_re, w_im, q, mu, span):  # pragma: no cover - compiled
-    """log J(w) for arrays of complex w = w_re + i w_im (see the module docstring); returns (re, im)."""
+    """log J(w) for arrays of complex w = w_re + i w_im (see the module docstring); returns (re, im).
+
+    Panels of 10 Gauss-Legendre nodes, walked from a to b with length
+    h = min(1/2, 3 / (|Im w| l'(x + 1/2)), 2 / sqrt(1 + |Re w| mu^2 / 4)):
+    the phase Im(w) l(x) turns by at most 3 radians per panel (l' is increasing), and the curvature of
+    the log-magnitude (at most 1 + |Re w| mu^2 / 4, as l'' <= mu^2 / 4) stays small on a panel.
+    """
     n = w_re.shape[0]
     out_re = np.empty(n)
     out_im = np.empty(n)
@@ -90,21 +103,23 @@ def half_line_log_j(w_re, w_im, q, mu, span):  # pragma: no cover - compiled
         wr = w_re[j]
         wi = w_im[j]
         a, b, fmax = _range(wr, lq, l1q, mu, span)
-        # panel length: the phase wi l(x) changes by at most |wi| mu per unit x, the log-magnitude by at
-        # most |x| + |wr| mu; keep both below ~1 per panel of 10 nodes (Gauss-Legendre then converges far
-        # below 1e-15 relative for these entire integrands)
-        rate = abs(wi) * mu + abs(wr) * mu + max(abs(a), abs(b)) + 1.0
-        panels = int(math.ceil((b - a) * rate)) + 4
-        h = (b - a) / panels
+        hcurv = 2.0 / math.sqrt(1.0 + abs(wr) * mu * mu / 4.0)
         acc_re = 0.0
         acc_im = 0.0
-        for p in range(panels):
+        x = a
+        while x < b:
+            h = min(0.5, hcurv)
+            if wi != 0.0:
+                h = min(h, 3.0 / (abs(wi) * _dell(x + 0.5, lq, l1q, mu) + 1e-300))
+            if x + h > b:
+                h = b - x
             for g in range(10):
-                x = a + (p + 0.5 + 0.5 * _GX[g]) * h
-                ell = _ell(x, lq, l1q, mu)
-                mag = math.exp(-0.5 * x * x - _HALF_LOG_2PI + wr * ell - fmax) * _GW[g] * 0.5 * h
+                xg = x + (0.5 + 0.5 * _GX[g]) * h
+                ell = _ell(xg, lq, l1q, mu)
+                mag = math.exp(-0.5 * xg * xg - _HALF_LOG_2PI + wr * ell - fmax) * _GW[g] * 0.5 * h
                 acc_re += mag * math.cos(wi * ell)
                 acc_im += mag * math.sin(wi * ell)
+            x += h
         mod = math.sqrt(acc_re * acc_re + acc_im * acc_im)
         out_re[j] = (math.log(mod) if mod > 0.0 else -np.inf) + fmax
         out_im[j] = math.atan2(acc_im, acc_re)

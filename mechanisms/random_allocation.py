@@ -66,39 +66,55 @@ def _remove_log_moments(mu: float, t: int, amax: int) -> tuple[np.ndarray, np.nd
     return val, err + 4.0 * 2.0**-53 * (np.abs(val) + a * math.log(t) + 1.0)
 
 
-@lru_cache(maxsize=64)
-def _add_grid(mu: float, t: int, y_lo: float, y_hi: float) -> tuple[np.ndarray, np.ndarray]:
-    """y grid (log v) and G(y) = t log L(e^y / t) on [y_lo, y_hi]."""
-    ys = np.arange(y_lo, y_hi + _Y_STEP, _Y_STEP)
-    u = np.exp(ys) / t
-    log_l, log_1ml = log_laplace_grid(mu, u)
-    # log L = log1p(-(1 - L)): accurate for small u where 1 - L is tiny
+def _g_of_y(mu: float, t: int, ys: np.ndarray) -> np.ndarray:
+    """G(y) = t log L(e^y / t) (log L = log1p(-(1 - L)) where 1 - L is small, for accuracy)."""
+    log_l, log_1ml = log_laplace_grid(mu, np.exp(ys) / t)
     one_minus = np.exp(log_1ml)
-    g = np.where(one_minus < 0.5, t * np.log1p(-np.minimum(one_minus, 0.5)), t * log_l)
-    return ys, g
+    return np.where(one_minus < 0.5, t * np.log1p(-np.minimum(one_minus, 0.5)), t * log_l)
+
+
+@lru_cache(maxsize=64)
+def _coarse(mu: float, t: int, y_lo: float, y_hi: float) -> tuple[np.ndarray, np.ndarray]:
+    ys = np.arange(y_lo, y_hi + _Y_STEP, _Y_STEP)
+    return ys, _g_of_y(mu, t, ys)
+
+
+def _add_log_moment_one(mu: float, t: int, beta: float) -> float:
+    """log E_Q[(S/t)^-beta] for one beta >= 0.5: the trapezoid rule in y = log v of
+    exp(beta y + G(y)) / Gamma(beta) on the window where the integrand exceeds e^-80 of its maximum,
+    with step min(1/32, 0.1 / sqrt(beta)) (the peak's width in y is ~ 1 / sqrt(beta))."""
+    y_lo = -80.0 / beta - 1.0
+    y_hi = math.log(beta) + 8.0
+    while True:  # coarse scan: locate the window (the right end must be negligible)
+        ys, g = _coarse(mu, t, round(y_lo, 6), round(y_hi, 6))
+        f = beta * ys + g
+        top = float(f.max())
+        if f[-1] < top - 90.0 or y_hi > 400.0:
+            break
+        y_hi += 8.0
+    inside = np.nonzero(f > top - 90.0)[0]
+    a = ys[max(int(inside[0]) - 1, 0)]
+    b = ys[min(int(inside[-1]) + 1, ys.size - 1)]
+    h = min(_Y_STEP, 0.1 / math.sqrt(beta))
+    n = max(int(math.ceil((b - a) / h)), 8)
+    yf = np.linspace(a, b, n + 1)
+    ff = beta * yf + _g_of_y(mu, t, yf)
+    m = float(ff.max())
+    w = np.exp(ff - m)
+    tot = (w.sum() - 0.5 * (w[0] + w[-1])) * ((b - a) / n)
+    return m + math.log(tot) - float(gammaln(beta))
 
 
 def _add_log_moment(mu: float, t: int, beta: np.ndarray) -> np.ndarray:
     """log E_Q[(S/t)^-beta] for beta >= 0.5 (array), plus ``ADD_LOG_ERROR``."""
     b = np.asarray(beta, dtype=float)
-    bmax = float(b.max())
-    # the integrand exp(beta y + G(y)) peaks near v ~ beta (G ~ -v for v << t) and below v ~ t e^{...};
-    # range: from where beta y < -60 for the smallest beta, to where G has fallen far below -beta y
-    y_lo = -60.0 / max(float(b.min()), 0.5)
-    y_hi = math.log(max(bmax, 1.0)) + 6.0
-    while True:
-        ys, g = _add_grid(mu, t, round(y_lo, 6), round(y_hi, 6))
-        expo = b[:, None] * ys[None, :] + g[None, :]
-        top = expo.max(axis=1)
-        # the right end must be negligible for every beta (integrand decreasing there)
-        if np.all(expo[:, -1] < top - 60.0) or y_hi > 200.0:
-            break
-        y_hi += 4.0
-    with np.errstate(under="ignore"):
-        s = np.exp(expo - top[:, None])
-    # trapezoid rule (end terms halved)
-    tot = s.sum(axis=1) - 0.5 * (s[:, 0] + s[:, -1])
-    return top + np.log(tot * _Y_STEP) - gammaln(b) + ADD_LOG_ERROR
+    cache: dict[float, float] = {}
+    out = np.empty(b.shape)
+    for i, x in enumerate(b.ravel().tolist()):
+        if x not in cache:
+            cache[x] = _add_log_moment_one(mu, t, x)
+        out.flat[i] = cache[x]
+    return out + ADD_LOG_ERROR
 
 
 @register
