@@ -19,9 +19,9 @@ Chua et al.'s "cube" set {max_t x_t <= C} construction, composed over epochs thr
 statistic as they do; binning replaces their discretisation.
 
 ``MaxStatisticPair`` is an atomic privacy-loss distribution used only for lower bounds: bin masses are
-normal-CDF differences in log space (relative error bound ``MASS_REL_ERR``, validated against mpmath in
-tests/test_max_statistic.py) and every atom's loss is moved *down* by a bound on its rounding error,
-which can only lower the composed delta computed from the first distribution (delta(eps) =
+normal-CDF differences in log space (a per-bin relative error bound, at least ``MASS_REL_ERR``; checked
+against mpmath in tests/test_max_statistic.py) and every atom's loss is moved *down* by a bound on its
+rounding error, which can only lower the composed delta computed from the first distribution (delta(eps) =
 E_P[(1 - e^{eps - S})_+] is non-decreasing in every step's loss).  Not registered: it is not an upper
 bound on anything.
 """
@@ -50,14 +50,27 @@ def _log_cdf(x: np.ndarray, m: float, t: int) -> np.ndarray:
     return log_ndtr(x - m) + (t - 1) * log_ndtr(x)
 
 
-def _log_bin_masses(edges: np.ndarray, m: float, t: int) -> np.ndarray:
-    """log masses of the bins (-inf, x_0], (x_0, x_1], ..., (x_K, inf) under MoG(m)."""
+def _log_bin_masses(edges: np.ndarray, m: float, t: int) -> tuple[np.ndarray, np.ndarray]:
+    """log masses of the bins (-inf, x_0], (x_0, x_1], ..., (x_K, inf) under MoG(m), and a bound on
+    the relative error of each mass.
+
+    lf = log F is a sum of t log_ndtr values (each within a few ulps, relative), so its absolute error
+    is <= 8 u |lf| + 8 u; a bin mass F_{j+1} (1 - e^{-d}), d = lf_{j+1} - lf_j > 0, then has relative
+    error <= err(lf_{j+1}) + (err(lf_j) + err(lf_{j+1})) / d x (d / (1 - e^{-d})) / ... bounded by
+    (err_j + err_{j+1}) (1 + 1/d) + 8 u; the top bin 1 - F(x_K) = -expm1(lf_K) similarly.
+    """
+    u = 2.0**-53
     lf = _log_cdf(edges, m, t)
-    # (x_{j}, x_{j+1}]: F_{j+1} (1 - e^{lf_j - lf_{j+1}})
-    with np.errstate(divide="ignore"):
-        inner = lf[1:] + np.log(-np.expm1(lf[:-1] - lf[1:]))
+    elf = 8.0 * u * (np.abs(lf) + 1.0)
+    d = lf[1:] - lf[:-1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inner = lf[1:] + np.log(-np.expm1(-d))
         top = np.log(-np.expm1(lf[-1]))  # 1 - F(x_K)
-    return np.concatenate([[lf[0]], inner, [top]])
+        rel_inner = (elf[:-1] + elf[1:]) * (1.0 + 1.0 / d) + 8.0 * u
+        rel_top = elf[-1] * (1.0 + 1.0 / abs(lf[-1])) + 8.0 * u
+    rel = np.concatenate([[elf[0] + 8.0 * u], rel_inner, [rel_top]])
+    rel = np.where(np.isfinite(rel), rel, 1.0)
+    return np.concatenate([[lf[0]], inner, [top]]), np.maximum(rel, MASS_REL_ERR)
 
 
 @dataclass(frozen=True)
@@ -94,43 +107,46 @@ class MaxStatisticPair(_AtomicPLD):
         edges = np.arange(lo, hi + BIN_WIDTH, BIN_WIDTH)
         return _log_bin_masses(edges, self.mu_p, t), _log_bin_masses(edges, self.mu_q, t)
 
-    def _direction_atoms(self, direction: str) -> tuple[np.ndarray, np.ndarray]:
-        lp, lq = self._bins
+    def _direction_atoms(self, direction: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(losses moved down by their error bound, P-masses, relative error bounds of the masses)."""
+        (lp, rp), (lq, rq) = self._bins
         if direction == "add":
-            lp, lq = lq, lp
+            lp, lq, rp, rq = lq, lp, rq, rp
         keep = np.isfinite(lp) & (lp > -700.0)
-        lp, lq = lp[keep], lq[keep]
+        lp, lq, rp, rq = lp[keep], lq[keep], rp[keep], rq[keep]
         loss = lp - lq  # +inf where the Q-mass underflowed: cap it at a safe finite value below the truth
         loss = np.where(np.isfinite(loss), loss, 700.0)
-        # the true loss is >= the computed one minus its rounding bound (2 relative mass errors plus
-        # the rounding of the subtraction); moving the atoms down can only lower the composed delta
-        eta = 4.0 * MASS_REL_ERR + 4.0 * 2.0**-53 * (np.abs(lp) + np.abs(lq))
-        return loss - eta, np.exp(lp)
+        # the true loss is >= the computed one minus its rounding bound (both relative mass errors, as
+        # log errors, plus the rounding of the subtraction); moving the atoms down only lowers delta
+        eta = 2.0 * (rp + rq) + 4.0 * 2.0**-53 * (np.abs(lp) + np.abs(lq))
+        return loss - eta, np.exp(lp), rp
 
     def _atoms(self) -> tuple[np.ndarray, np.ndarray]:
-        return self._direction_atoms("remove")
+        return self._direction_atoms("remove")[:2]
 
     def pld_atoms(self, direction: str = "remove"):
         check_direction(direction)
-        return self._direction_atoms(direction)
+        return self._direction_atoms(direction)[:2]
 
     def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
         check_direction(direction)
         from ._numerics import discrete_log_mgf
 
-        return discrete_log_mgf(s, *self._direction_atoms(direction))
+        return discrete_log_mgf(s, *self._direction_atoms(direction)[:2])
 
     @property
     def log_mgf_error(self) -> float:
-        return 2.0 * MASS_REL_ERR
+        worst = max(float(self._direction_atoms(d)[2].max()) for d in ("remove", "add"))
+        return 2.0 * worst
 
     def pld_cell_masses(self, edges: np.ndarray, direction: str = "remove"):
         check_direction(direction)
         from ._cells import atoms_cell_masses
 
-        loss, w = self._direction_atoms(direction)
+        loss, w, rel = self._direction_atoms(direction)
         m, err = atoms_cell_masses(edges, loss, w)
-        return m, err + MASS_REL_ERR * m
+        m_err, _ = atoms_cell_masses(edges, loss, w * rel)  # the masses' own errors, per cell
+        return m, err + m_err
 
     def rdp(self, alpha) -> np.ndarray:  # not used for bounds (lower-bound pair); kept for completeness
         al = V.alphas(alpha)
@@ -139,7 +155,7 @@ class MaxStatisticPair(_AtomicPLD):
         out = np.full(al.shape, np.inf)
         fin = np.isfinite(al)
         for d in ("remove", "add"):
-            l, w = self._direction_atoms(d)
+            l, w = self._direction_atoms(d)[:2]
             s = al[fin] - 1.0
             v = np.real(discrete_log_mgf(s.astype(complex), l, w)) / s
             out[fin] = np.where(np.isinf(out[fin]), v, np.maximum(out[fin], v))

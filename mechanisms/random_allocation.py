@@ -55,6 +55,7 @@ from .registry import register
 #: declared absolute error of log E_Q[(S/t)^-beta] from the two quadratures (validated against mpmath)
 ADD_LOG_ERROR = 1e-9
 _Y_STEP = 1.0 / 32.0
+_FINE = 0.5  # fine step 0.5 / sqrt(max |f''|) for the narrow peaks of large orders
 
 
 @lru_cache(maxsize=64)
@@ -73,35 +74,52 @@ def _g_of_y(mu: float, t: int, ys: np.ndarray) -> np.ndarray:
     return np.where(one_minus < 0.5, t * np.log1p(-np.minimum(one_minus, 0.5)), t * log_l)
 
 
+_Y_LO, _Y_HI = -170.0, 60.0
+
+
 @lru_cache(maxsize=64)
-def _coarse(mu: float, t: int, y_lo: float, y_hi: float) -> tuple[np.ndarray, np.ndarray]:
-    ys = np.arange(y_lo, y_hi + _Y_STEP, _Y_STEP)
+def _coarse(mu: float, t: int) -> tuple[np.ndarray, np.ndarray]:
+    """G on the fixed grid y in [-170, 60], step ``_Y_STEP`` (shared by every order)."""
+    ys = np.arange(_Y_LO, _Y_HI + _Y_STEP / 2, _Y_STEP)
     return ys, _g_of_y(mu, t, ys)
 
 
 def _add_log_moment_one(mu: float, t: int, beta: float) -> float:
-    """log E_Q[(S/t)^-beta] for one beta >= 0.5: the trapezoid rule in y = log v of
-    exp(beta y + G(y)) / Gamma(beta) on the window where the integrand exceeds e^-80 of its maximum,
-    with step min(1/32, 0.1 / sqrt(beta)) (the peak's width in y is ~ 1 / sqrt(beta))."""
-    y_lo = -80.0 / beta - 1.0
-    y_hi = math.log(beta) + 8.0
-    while True:  # coarse scan: locate the window (the right end must be negligible)
-        ys, g = _coarse(mu, t, round(y_lo, 6), round(y_hi, 6))
-        f = beta * ys + g
-        top = float(f.max())
-        if f[-1] < top - 90.0 or y_hi > 400.0:
-            break
-        y_hi += 8.0
+    """log E_Q[(S/t)^-beta] for one beta >= 0.5, or +inf when the integrand's mass is not inside the
+    fixed y-window (very large beta: the caller then uses the Gaussian cap).
+
+    Trapezoid rule in y = log v of exp(beta y + G(y)) / Gamma(beta) over the window where the integrand
+    exceeds e^-90 of its maximum, with step min(1/32, 0.5 / sqrt(max |f''|)) (the peak's width in y is
+    about |f''|^-1/2; the trapezoid error of a peak of width w with step h is ~ exp(-2 pi^2 w^2 / h^2)).
+    Outside [-170, 60]: on the left the integrand is <= e^{beta y} (G <= 0), a mass below e^-85 of the
+    total; on the right the window must end where the integrand has fallen by e^-200 and is decreasing
+    (slope <= -1), else +inf is returned.
+    """
+    ys, g = _coarse(mu, t)
+    f = beta * ys + g
+    top = float(f.max())
+    if not f[-1] < top - 200.0:
+        return math.inf
+    if f[-1] > -np.inf and not (f[-1] - f[-33]) / (ys[-1] - ys[-33]) <= -1.0:
+        return math.inf
     inside = np.nonzero(f > top - 90.0)[0]
-    a = ys[max(int(inside[0]) - 1, 0)]
-    b = ys[min(int(inside[-1]) + 1, ys.size - 1)]
-    h = min(_Y_STEP, 0.1 / math.sqrt(beta))
-    n = max(int(math.ceil((b - a) / h)), 8)
-    yf = np.linspace(a, b, n + 1)
-    ff = beta * yf + _g_of_y(mu, t, yf)
+    i0, i1 = max(int(inside[0]) - 1, 0), min(int(inside[-1]) + 1, ys.size - 1)
+    # step from the largest curvature of the log-integrand over the window (peak width ~ |f''|^-1/2)
+    seg = f[max(i0 - 1, 0):i1 + 2]
+    curv = float(np.max(np.abs(np.diff(seg, 2)))) / _Y_STEP**2 if seg.size >= 3 else 0.0
+    h = min(_Y_STEP, _FINE / math.sqrt(max(curv, 1e-300)))
+    if h >= _Y_STEP:
+        yf, ff = ys[i0:i1 + 1], f[i0:i1 + 1]
+        step = _Y_STEP
+    else:
+        a, b = ys[i0], ys[i1]
+        n = max(int(math.ceil((b - a) / h)), 8)
+        yf = np.linspace(a, b, n + 1)
+        ff = beta * yf + _g_of_y(mu, t, yf)
+        step = (b - a) / n
     m = float(ff.max())
     w = np.exp(ff - m)
-    tot = (w.sum() - 0.5 * (w[0] + w[-1])) * ((b - a) / n)
+    tot = (w.sum() - 0.5 * (w[0] + w[-1])) * step
     return m + math.log(tot) - float(gammaln(beta))
 
 
@@ -161,11 +179,17 @@ class BallsInBinsGaussian(Mechanism):
         vals, errs = _remove_log_moments(self.mu, self.num_steps, amax)
         return vals[a] + errs[a]
 
+    #: integer orders up to this are evaluated exactly (O(alpha^2 log t)); larger orders use the cap
+    REMOVE_MAX_ORDER = 1024
+
     def remove_rdp(self, alpha) -> np.ndarray:
-        """D_alpha(P_t || Q_t): exact at integers, CGF interpolation between them (upper bound)."""
+        """D_alpha(P_t || Q_t): exact at integers, CGF interpolation between them (upper bound); orders
+        above ``REMOVE_MAX_ORDER`` get the Gaussian cap alpha mu^2 / 2."""
         al = V.alphas(alpha)
-        out = np.full(al.shape, np.inf)
-        fin = np.isfinite(al)
+        out = al * self.mu**2 / 2.0
+        fin = np.isfinite(al) & (al <= self.REMOVE_MAX_ORDER)
+        if not fin.any():
+            return out
         af = al[fin]
         lo = np.floor(af).astype(np.int64)
         hi = np.ceil(af).astype(np.int64)
