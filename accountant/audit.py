@@ -62,7 +62,8 @@ _SAMPLING_ALIASES = {"poisson": "poisson", "poisson_subsampling": "poisson", "po
                      "shuffle": "shuffle", "shuffling": "shuffle", "random_reshuffling": "shuffle",
                      "fixed_batch": "fixed_size", "fixed_size": "fixed_size",
                      "without_replacement": "fixed_size", "sampling_without_replacement": "fixed_size",
-                     "balls_in_bins": "balls_in_bins", "balls_and_bins": "balls_in_bins", "random_allocation": "balls_in_bins"}
+                     "balls_in_bins": "balls_in_bins", "balls_and_bins": "balls_in_bins",
+                     "random_allocation": "balls_in_bins"}
 # schemes we know and cannot certify (yet): a clear "unsupported" instead of a number for another algorithm
 _UNSUPPORTED_SAMPLING = {
     "with_replacement": "sampling with replacement",
