@@ -32,7 +32,11 @@ replace-one).  The binned largest release of each epoch (:mod:`mechanisms.max_st
 certified lower bound; epochs are independent (a fresh permutation per epoch).
 
 One ledger use = one epoch (t releases; a partial epoch is charged as a full one for the upper bound and
-left out of the lower bound).
+left out of the lower bound).  The upper bound holds for any permutation scheme (a fresh permutation per
+epoch, one permutation reused by every epoch, or a fixed order).  The lower bound composes independent
+epochs, i.e. it is for a fresh permutation per epoch ("dynamic" shuffling, Chua et al. 2024, "Scalable
+DP-SGD: shuffling vs. Poisson subsampling", NeurIPS, Thm 3.8); for a permutation reused across epochs
+("persistent", their Thm 3.5) it is not claimed.
 """
 
 from __future__ import annotations
