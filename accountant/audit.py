@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from mechanisms import _validate as V
 from mechanisms import registry
 from mechanisms.base import RELATIONS, Mechanism
 
@@ -55,20 +56,17 @@ from .privacy_accountant import METHODS, PrivacyAccountant
 
 VERDICTS = ("consistent", "understated", "inconclusive", "unsupported", "error")
 
-SUPPORTED_SAMPLING = ("poisson",)
+SUPPORTED_SAMPLING = ("poisson", "full_batch", "fixed_size", "shuffle", "balls_in_bins")
 _SAMPLING_ALIASES = {"poisson": "poisson", "poisson_subsampling": "poisson", "poisson_sampling": "poisson",
-                     "full_batch": "full_batch", "none": "full_batch", "full": "full_batch"}
+                     "full_batch": "full_batch", "none": "full_batch", "full": "full_batch",
+                     "shuffle": "shuffle", "shuffling": "shuffle", "random_reshuffling": "shuffle",
+                     "fixed_batch": "fixed_size", "fixed_size": "fixed_size",
+                     "without_replacement": "fixed_size", "sampling_without_replacement": "fixed_size",
+                     "balls_in_bins": "balls_in_bins", "balls_and_bins": "balls_in_bins",
+                     "random_allocation": "balls_in_bins"}
 # schemes we know and cannot certify (yet): a clear "unsupported" instead of a number for another algorithm
 _UNSUPPORTED_SAMPLING = {
-    "shuffle": "shuffling (random permutation, then fixed partitions)",
-    "shuffling": "shuffling (random permutation, then fixed partitions)",
-    "random_reshuffling": "shuffling (random permutation, then fixed partitions)",
-    "fixed_batch": "fixed-size batches (sampling without replacement)",
-    "fixed_size": "fixed-size batches (sampling without replacement)",
-    "without_replacement": "fixed-size batches (sampling without replacement)",
-    "sampling_without_replacement": "fixed-size batches (sampling without replacement)",
     "with_replacement": "sampling with replacement",
-    "balls_in_bins": "balls-in-bins batching",
     "cyclic": "cyclic (deterministic) batches",
     "tree_aggregation": "tree aggregation (DP-FTRL)",
     "dp_ftrl": "tree aggregation (DP-FTRL)",
@@ -129,6 +127,9 @@ class AuditResult:
     ledger: list = field(default_factory=list)
     candidates: dict = field(default_factory=dict)
     seconds: float = 0.0
+    #: the claim audited against the sampling its code really uses (``implementation_sampling``):
+    #: {"sampling", "verdict", "upper", "lower", "method", "ledger", "reason"}; empty when not applicable
+    as_implemented: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -137,6 +138,8 @@ class AuditResult:
             if isinstance(v, float) and not math.isfinite(v):
                 d[k] = "inf" if v > 0 else ("-inf" if v < 0 else "nan")
         d["candidates"] = {k: (v if math.isfinite(v) else "inf") for k, v in self.candidates.items()}
+        d["as_implemented"] = {k: ("inf" if isinstance(v, float) and math.isinf(v) else v)
+                               for k, v in self.as_implemented.items()}
         return d
 
 
@@ -295,11 +298,59 @@ def _phase_rate(p: dict, where: str) -> float:
     return q
 
 
-def build_accountant(claim: dict) -> PrivacyAccountant:
+def _sampled_phase(acct: PrivacyAccountant, p: dict, scheme: str, sigma: float, sens: float,
+                   where: str) -> None:
+    """One DP-SGD phase with fixed-size, shuffled or balls-in-bins batches (:mod:`accountant.sampling`).
+
+    Fixed-size batches need ``batch_size`` and ``dataset_size``.  Shuffling and balls-in-bins depend on
+    the number of batches per epoch t only: ``steps_per_epoch`` if given, else ceil(n / b), else
+    ceil(1 / sample_rate).
+    """
+    relation = acct.relation
+    if scheme == "balls_in_bins" and relation != "add_remove":
+        raise _Unsupported("balls-in-bins batching is certified under add/remove neighbours only")
+    if "batch_size" in p and "dataset_size" in p:
+        b = V.integer(f"{where}: batch_size", p["batch_size"], low=1)
+        n = V.integer(f"{where}: dataset_size", p["dataset_size"], low=1)
+        if b > n:
+            raise ValueError(f"{where}: need batch_size <= dataset_size, got {b} and {n}")
+        q = b / n
+    elif scheme == "fixed_size":
+        raise ValueError(f"{where}: fixed-size batches need 'batch_size' and 'dataset_size'")
+    else:
+        q = _phase_rate(p, where)
+        b = n = None
+    t = p.get("steps_per_epoch")
+    if t is None:
+        t = -(-n // b) if n is not None else math.ceil(1.0 / q - 1e-9)
+    t = V.integer(f"{where}: steps_per_epoch", t, low=1)
+    steps = _phase_steps(p, q, where)
+    if b is None:  # only t matters for shuffling and balls-in-bins
+        b, n = 1, t
+    acct.step(sigma=sigma, steps=steps, batch_size=b, dataset_size=n, sampling=scheme, sensitivity=sens,
+              steps_per_epoch=t)
+
+
+def _scheme(raw: object) -> str:
+    scheme_raw = str(raw).lower().replace("-", "_").replace(" ", "_")
+    if scheme_raw in _UNSUPPORTED_SAMPLING:
+        raise _Unsupported(
+            f"unsupported sampling scheme {raw!r}: dpcert certifies Poisson, fixed-size, shuffled and "
+            f"balls-in-bins batches; {_UNSUPPORTED_SAMPLING[scheme_raw]} needs a different analysis "
+            "(not implemented), so no number is given")
+    scheme = _SAMPLING_ALIASES.get(scheme_raw)
+    if scheme is None:
+        raise _Unsupported(f"unknown sampling scheme {raw!r} (supported: poisson, full_batch, fixed_size, "
+                           "shuffle, balls_in_bins)")
+    return scheme
+
+
+def build_accountant(claim: dict, sampling: str | None = None) -> PrivacyAccountant:
     """The accountant holding the composition a claim describes.
 
-    Raises ``_Unsupported`` for schemes/mechanisms dpcert cannot certify, ``ValueError``/``TypeError``
-    for invalid parameter values.
+    ``sampling`` replaces every DP-SGD phase's sampling scheme (the claim "as implemented").  Raises
+    ``_Unsupported`` for schemes/mechanisms dpcert cannot certify, ``ValueError``/``TypeError`` for
+    invalid parameter values.
     """
     relation = claim.get("relation", "add_remove")
     if relation not in RELATIONS:
@@ -312,22 +363,16 @@ def build_accountant(claim: dict) -> PrivacyAccountant:
         phases = claim["dpsgd"] if isinstance(claim["dpsgd"], list) else [claim["dpsgd"]]
         for i, p in enumerate(phases):
             where = f"dpsgd[{i}]" if len(phases) > 1 else "dpsgd"
-            scheme_raw = str(p.get("sampling", "poisson")).lower().replace("-", "_").replace(" ", "_")
-            if scheme_raw in _UNSUPPORTED_SAMPLING:
-                raise _Unsupported(
-                    f"unsupported sampling scheme {p.get('sampling')!r}: dpcert certifies Poisson "
-                    f"subsampling only; {_UNSUPPORTED_SAMPLING[scheme_raw]} needs a different analysis "
-                    "(not implemented), so no number is given")
-            scheme = _SAMPLING_ALIASES.get(scheme_raw)
-            if scheme is None:
-                raise _Unsupported(f"unknown sampling scheme {p.get('sampling')!r} (supported: poisson, "
-                                   "full_batch)")
+            scheme = _scheme(p.get("sampling", "poisson") if sampling is None else sampling)
             if "sigma" in p and "noise_multiplier" in p:
                 raise ClaimError(f"{where}: give either 'sigma' or 'noise_multiplier'")
             if "sigma" not in p and "noise_multiplier" not in p:
                 raise ClaimError(f"{where}: missing 'noise_multiplier'")
             sigma = _num(p, "sigma" if "sigma" in p else "noise_multiplier", where)
             sens = _num(p, "sensitivity", where) if "sensitivity" in p else 1.0
+            if scheme in ("fixed_size", "shuffle", "balls_in_bins"):
+                _sampled_phase(acct, p, scheme, sigma, sens, where)
+                continue
             q = 1.0 if scheme == "full_batch" and "sample_rate" not in p and "batch_size" not in p \
                 else _phase_rate(p, where)
             steps = _phase_steps(p, q, where)
@@ -384,9 +429,14 @@ def audit_claim(claim: dict, index: int = 0) -> AuditResult:
                   source=str(claim.get("source", "")), notes=str(claim.get("notes", "")))
     warnings: list[str] = []
     impl = claim.get("implementation_sampling")
+    as_impl: dict = {}
     if impl and str(impl).lower() not in ("poisson", "poisson_subsampling"):
+        as_impl = _audit_as_implemented(claim, str(impl), float(claim["epsilon"]), float(claim["delta"]))
+        what = (f"as implemented it is {as_impl['verdict']} (certified bracket [{_f(as_impl.get('lower'))}, "
+                f"{_f(as_impl.get('upper'))}])" if as_impl.get("upper") is not None
+                else f"as implemented: {as_impl.get('reason', 'no certificate')}")
         warnings.append(f"the published implementation samples by {impl!r}; the certificate (like the "
-                        "published accounting) covers Poisson sampling")
+                        f"published accounting) covers the analysed sampling; {what}")
     unknown = sorted(set(claim) - _CORE_KEYS)
     if unknown:
         warnings.append(f"ignored keys: {', '.join(unknown)}")
@@ -418,7 +468,32 @@ def audit_claim(claim: dict, index: int = 0) -> AuditResult:
         slack = 0.0 if claimed == upper else (-1.0 if math.isinf(upper) else math.inf)
     return AuditResult(verdict=verdict, upper=upper, lower=lower, method=method, slack=slack,
                        numerical_error=err, bound=bound, reason=reason, warnings=warnings,
-                       ledger=list(ledger), candidates=cands, seconds=secs, **common)
+                       ledger=list(ledger), candidates=cands, seconds=secs, as_implemented=as_impl, **common)
+
+
+def _audit_as_implemented(claim: dict, impl: str, claimed: float, delta: float) -> dict:
+    """The claim's DP-SGD phases re-certified with the implementation's sampling scheme."""
+    out: dict = {"sampling": impl}
+    if "dpsgd" not in claim:
+        out["reason"] = "implementation_sampling applies to DP-SGD claims only"
+        return out
+    try:
+        acct = build_accountant(claim, sampling=impl)
+        if delta == 0.0:
+            out["reason"] = "delta = 0: no sampled DP-SGD run is pure DP"
+            return out
+        cert = acct.certificate(delta=delta)
+    except _Unsupported as exc:
+        out["reason"] = str(exc)
+        return out
+    except (ValueError, TypeError) as exc:
+        out["reason"] = f"invalid parameters for the implemented sampling: {exc}"
+        return out
+    lower = None if cert.lower_bound is None else float(cert.lower_bound)
+    verdict, reason = _verdict(claimed, float(cert.epsilon), lower)
+    out.update(verdict=verdict, upper=float(cert.epsilon), lower=lower, method=cert.method,
+               ledger=list(acct.ledger.summary()), reason=reason)
+    return out
 
 
 def audit_claims(claims: Iterable[dict], progress: Callable[[str], None] | None = None,
@@ -482,6 +557,8 @@ def format_table(results: Sequence[AuditResult], markdown: bool = False) -> str:
     for r in results:
         if r.verdict in ("unsupported", "error"):
             notes.append(f"{r.id}: {r.reason}")
+        elif r.verdict == "inconclusive" and r.lower is not None:
+            notes.append(f"{r.id}: inconclusive, the truth lies in [{_f(r.lower)}, {_f(r.upper)}]")
         for w in r.warnings:
             notes.append(f"{r.id}: note: {w}")
     counts = {v: sum(r.verdict == v for r in results) for v in VERDICTS}

@@ -251,10 +251,33 @@ def dpsgd_schedule(sample_rate: float | None = None, steps: int | None = None, *
     return q, steps, details
 
 
-def _dpsgd_eps(sigma: float, sample_rate: float, steps: int, delta: float, method: str) -> float:
-    acct = PrivacyAccountant()
-    acct.step(sigma=sigma, sample_rate=sample_rate, steps=steps)
+def _dpsgd_eps(sigma: float, sample_rate: float, steps: int, delta: float, method: str,
+               sampler: dict | None = None) -> float:
+    """Certified epsilon of ``steps`` DP-SGD steps; ``sampler`` (keyword arguments of
+    :meth:`PrivacyAccountant.step` plus ``relation``) selects a batch sampler other than Poisson."""
+    if sampler is None:
+        acct = PrivacyAccountant()
+        acct.step(sigma=sigma, sample_rate=sample_rate, steps=steps)
+    else:
+        kw = dict(sampler)
+        acct = PrivacyAccountant(relation=kw.pop("relation"))
+        acct.step(sigma=sigma, steps=steps, **kw)
     return acct.epsilon(delta, method=method)
+
+
+def _sampler(sampling: str, relation: str, batch_size, dataset_size, steps_per_epoch) -> dict | None:
+    """None for Poisson under add/remove (the default path), else the step() keywords of the sampler."""
+    from .sampling import normalise_sampling
+
+    sampling = normalise_sampling(sampling)
+    if sampling == "poisson" and relation == "add_remove":
+        if steps_per_epoch is not None:
+            raise ValueError("steps_per_epoch applies to sampling='shuffle' or 'balls_in_bins' only")
+        return None
+    if batch_size is None or dataset_size is None:
+        raise TypeError(f"sampling={sampling!r} needs batch_size and dataset_size")
+    return {"sampling": sampling, "relation": relation, "batch_size": batch_size,
+            "dataset_size": dataset_size, "steps_per_epoch": steps_per_epoch}
 
 
 def _printer(progress: bool | Callable[[str], None] | None) -> Callable[[str], None] | None:
@@ -286,10 +309,17 @@ def calibrate_sigma(target_epsilon: float, delta: float | None = None, sample_ra
                     steps: int | None = None, *, epochs: float | None = None, batch_size: int | None = None,
                     dataset_size: int | None = None, target_delta: float | None = None,
                     method: str | None = None, rtol: float = 1e-4,
-                    progress: bool | Callable[[str], None] = False) -> Calibration:
+                    progress: bool | Callable[[str], None] = False, sampling: str = "poisson",
+                    relation: str = "add_remove", steps_per_epoch: int | None = None) -> Calibration:
     """Smallest noise multiplier sigma whose certified epsilon(delta) after ``steps`` DP-SGD steps
     with Poisson sample rate ``sample_rate`` is <= ``target_epsilon`` (to relative tolerance ``rtol``:
     sigma * (1 - rtol) gives epsilon > target).
+
+    ``sampling`` ("poisson", "fixed_size", "shuffle", "balls_in_bins"; see :mod:`accountant.sampling`)
+    and ``relation`` calibrate for the batch sampler the training code really uses; the samplers other
+    than Poisson need ``batch_size`` and ``dataset_size`` (epochs then count ceil(n / b) steps each
+    unless ``steps_per_epoch`` is given).  For "shuffle" the certified epsilon is the no-amplification
+    upper bound (:mod:`mechanisms.shuffling`).
 
     Like Opacus' ``get_noise_multiplier``, the run may be given as ``epochs`` instead of ``steps`` and
     as ``batch_size`` and ``dataset_size`` instead of ``sample_rate`` (see :func:`dpsgd_schedule` for
@@ -302,8 +332,21 @@ def calibrate_sigma(target_epsilon: float, delta: float | None = None, sample_ra
     """
     target = V.real("target_epsilon", target_epsilon, low=0.0, low_open=True)
     delta = _target_delta(delta, target_delta)
-    q, steps, details = dpsgd_schedule(sample_rate, steps, epochs=epochs, batch_size=batch_size,
-                                       dataset_size=dataset_size)
+    sampler = _sampler(sampling, relation, batch_size, dataset_size, steps_per_epoch)
+    if sampler is not None and epochs is not None:
+        from .sampling import steps_per_epoch as _spe
+
+        if steps is not None:
+            raise ValueError("give either steps or epochs, not both")
+        ep = V.real("epochs", epochs, low=0.0, low_open=True)
+        steps = math.ceil(Fraction(ep) * _spe(batch_size, dataset_size, steps_per_epoch))
+        q, _, details = dpsgd_schedule(None, steps, batch_size=batch_size, dataset_size=dataset_size)
+        details.update(epochs=ep, steps=steps)
+    else:
+        q, steps, details = dpsgd_schedule(sample_rate, steps, epochs=epochs, batch_size=batch_size,
+                                           dataset_size=dataset_size)
+    if sampler is not None:
+        details.update(sampling=sampler["sampling"], relation=sampler["relation"])
     steps = V.integer("steps", steps, low=1, high=V.MAX_COUNT)
     method = _default_method(method)
     show = _printer(progress)
@@ -312,7 +355,7 @@ def calibrate_sigma(target_epsilon: float, delta: float | None = None, sample_ra
     def ok(sig: float, m: str = method) -> bool:
         nonlocal evals
         evals += 1
-        e = _dpsgd_eps(sig, q, steps, delta, m)
+        e = _dpsgd_eps(sig, q, steps, delta, m, sampler)
         if show:
             show(f"  [{evals}] sigma={sig:.8g} epsilon={e:.8g} ({m})")
         return e <= target
@@ -330,7 +373,7 @@ def calibrate_sigma(target_epsilon: float, delta: float | None = None, sample_ra
         if lo < 1e-6:
             raise ValueError("target epsilon is reached with vanishing noise; check the parameters")
     _, sigma = bisect_log(ok, lo, hi, rtol / 2)
-    eps = _dpsgd_eps(sigma, q, steps, delta, method)
+    eps = _dpsgd_eps(sigma, q, steps, delta, method, sampler)
     return Calibration("sigma", sigma, eps, target, delta, evals + 1, details)
 
 

@@ -1,4 +1,4 @@
-"""``dpcert dpsgd`` and ``dpcert calibrate`` subcommands (DP-SGD with Poisson sampling)."""
+"""``dpcert dpsgd`` and ``dpcert calibrate`` subcommands (DP-SGD; ``--sampling`` picks the batch sampler)."""
 
 from __future__ import annotations
 
@@ -45,6 +45,21 @@ def _rate_and_steps(args: argparse.Namespace) -> tuple[float | None, int | None,
     elif q is not None:
         q = V.probability("--sample-rate", q)
         exact_q, q_text = _exact(args.sample_rate), f"{args.sample_rate:g}"
+    if getattr(args, "sampling", "poisson") != "poisson":
+        if args.batch_size is None:
+            raise cli.CLIError(f"--sampling {args.sampling} needs --batch-size and --dataset-size")
+        if args.epochs is not None:
+            if steps is not None:
+                raise cli.CLIError("give either --steps or --epochs")
+            from .sampling import steps_per_epoch
+
+            t = steps_per_epoch(args.batch_size, args.dataset_size, args.steps_per_epoch)
+            epochs = V.real("--epochs", args.epochs, low=0.0, low_open=True)
+            ratio = _exact(args.epochs) * t
+            steps = math.ceil(ratio)
+            how = (f"steps = ceil(epochs x steps per epoch) = ceil({epochs:g} x {t}) = {steps}"
+                   + ("" if ratio.denominator == 1 else " (rounded up: the safe side)"))
+        return q, steps, how
     if args.epochs is not None:
         if steps is not None:
             raise cli.CLIError("give either --steps or --epochs")
@@ -75,6 +90,16 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=cli.integer,
                    help="expected batch size (with --dataset-size: q = batch-size / dataset-size)")
     p.add_argument("--dataset-size", type=cli.integer, help="dataset size n (with --batch-size)")
+    p.add_argument("--sampling", default="poisson",
+                   choices=["poisson", "fixed_size", "shuffle", "balls_in_bins"],
+                   help="how the training code forms batches (default poisson; the others need "
+                        "--batch-size and --dataset-size): fixed_size = a uniform batch of exactly B "
+                        "records per step, shuffle = a permutation per epoch cut into ceil(N / B) "
+                        "batches, balls_in_bins = every record in one uniform step per epoch")
+    p.add_argument("--relation", default="add_remove", choices=["add_remove", "replace_one"],
+                   help="neighbouring relation (default add_remove; zero-out for shuffle)")
+    p.add_argument("--steps-per-epoch", type=cli.integer, default=None,
+                   help="batches per epoch for shuffle / balls_in_bins (default ceil(N / B))")
     p.add_argument("--delta", type=cli.number, required=True, help="target delta in (0, 1)")
     p.add_argument("--method", default="auto", choices=METHODS,
                    help="conversion route (default auto: the smallest certified bound)")
@@ -98,8 +123,12 @@ def cmd_dpsgd(args: argparse.Namespace, extra: list[str]) -> int:
     if q is None or steps is None or args.sigma is None:
         raise cli.CLIError("need --sigma, the sample rate (--sample-rate, or --batch-size with "
                            "--dataset-size) and the number of steps (--steps or --epochs)")
-    acct = PrivacyAccountant()
-    acct.step(sigma=args.sigma, sample_rate=q, steps=steps)
+    acct = PrivacyAccountant(relation=args.relation)
+    if args.sampling == "poisson" and args.relation == "add_remove":
+        acct.step(sigma=args.sigma, sample_rate=q, steps=steps)
+    else:
+        acct.step(sigma=args.sigma, steps=steps, batch_size=args.batch_size, dataset_size=args.dataset_size,
+                  sampling=args.sampling, steps_per_epoch=args.steps_per_epoch)
     cert = acct.certificate(delta=args.delta, method=args.method)
     if args.json:
         print(json.dumps(_with_run(cert.to_dict(), q, steps, how), indent=2, allow_nan=False))
@@ -121,7 +150,16 @@ def cmd_calibrate(args: argparse.Namespace, extra: list[str]) -> int:
     if args.solve == "sigma":
         if q is None or steps is None:
             raise cli.CLIError("calibrating sigma needs the sample rate and the number of steps")
-        res = calibrate_sigma(args.target_epsilon, args.delta, q, steps, method=method, progress=progress)
+        if args.sampling == "poisson" and args.relation == "add_remove":
+            res = calibrate_sigma(args.target_epsilon, args.delta, q, steps, method=method, progress=progress)
+        else:
+            res = calibrate_sigma(args.target_epsilon, args.delta, None, steps, method=method,
+                                  progress=progress, batch_size=args.batch_size,
+                                  dataset_size=args.dataset_size, sampling=args.sampling,
+                                  relation=args.relation,
+                                  steps_per_epoch=args.steps_per_epoch)
+    elif args.sampling != "poisson" or args.relation != "add_remove":
+        raise cli.CLIError("--solve steps / sample-rate support --sampling poisson (add/remove) only")
     elif args.solve == "steps":
         if q is None or args.sigma is None:
             raise cli.CLIError("solving for steps needs --sigma and the sample rate")
@@ -143,11 +181,13 @@ def cmd_calibrate(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("dpsgd", help="certified epsilon of a DP-SGD run (Poisson-subsampled Gaussian)",
-                       description="Certified epsilon of DP-SGD with Poisson sampling (add/remove "
-                                   "neighbours, every iterate released).  Give the sample rate with "
-                                   "--sample-rate or --batch-size and --dataset-size, and the length with "
-                                   "--steps or --epochs.")
+    p = sub.add_parser("dpsgd", help="certified epsilon of a DP-SGD run (Poisson, fixed-size, shuffled or "
+                                     "balls-in-bins batches)",
+                       description="Certified epsilon of DP-SGD (every iterate released).  Give the sample "
+                                   "rate with --sample-rate or --batch-size and --dataset-size, and the "
+                                   "length with --steps or --epochs; --sampling says how the code forms "
+                                   "its batches (default poisson).  Shuffled batches get a certified upper "
+                                   "bound without amplification and a lower bound from explicit datasets.")
     p.add_argument("--sigma", "--noise-multiplier", dest="sigma", type=cli.number, required=True,
                    help="noise multiplier (noise standard deviation / clipping norm), > 0")
     _add_run_args(p)

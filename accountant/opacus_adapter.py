@@ -68,6 +68,17 @@ class DPCertAccountant:
     method : str
         dpcert route for :meth:`get_epsilon` ("auto": the tightest certified route; or "cf", "pld",
         "rdp"; see :meth:`accountant.privacy_accountant.PrivacyAccountant.certificate`).
+    sampling : {"poisson", "fixed_size", "shuffle", "balls_in_bins"}
+        How the data loader forms batches (default "poisson", Opacus' Poisson sampler).  Opacus' default
+        ``DataLoader`` without ``poisson_sampling`` shuffles: declare ``sampling="shuffle"`` then.  The
+        samplers other than Poisson need ``dataset_size``; each history row's batch size is
+        round(sample_rate * dataset_size) (Opacus passes sample_rate = 1 / len(data_loader)).
+    dataset_size : int, optional
+        n, for the samplers other than Poisson.
+    relation : {"add_remove", "replace_one"}
+        Neighbouring relation (add/remove is read as zero-out for shuffled batches).
+    steps_per_epoch : int, optional
+        Batches per epoch for "shuffle" / "balls_in_bins" (default ceil(n / b)).
 
     Notes
     -----
@@ -77,10 +88,25 @@ class DPCertAccountant:
     history when it changed (O(rows); nothing is evaluated until :meth:`get_epsilon`).
     """
 
-    def __init__(self, method: str = "auto"):
+    def __init__(self, method: str = "auto", *, sampling: str = "poisson", dataset_size: int | None = None,
+                 relation: str = "add_remove", steps_per_epoch: int | None = None):
         if not isinstance(method, str):
             raise TypeError(f"method must be a string such as 'auto', got {type(method).__name__}")
+        from .sampling import normalise_sampling
+
         self.method = method
+        self.sampling = normalise_sampling(sampling)
+        if relation not in ("add_remove", "replace_one"):
+            raise ValueError(f"relation must be 'add_remove' or 'replace_one', got {relation!r}")
+        self.relation = relation
+        if self.sampling == "poisson" and relation != "add_remove":
+            raise ValueError("sampling='poisson' is certified under relation='add_remove' only")
+        if self.sampling != "poisson" and dataset_size is None:
+            raise TypeError(f"sampling={self.sampling!r} needs dataset_size (the batch size is "
+                            "round(sample_rate * dataset_size))")
+        self.dataset_size = None if dataset_size is None else V.integer("dataset_size", dataset_size, low=1)
+        self.steps_per_epoch = (None if steps_per_epoch is None
+                                else V.integer("steps_per_epoch", steps_per_epoch, low=1))
         self._history: list[Row] = []
         self._built: tuple[tuple[Row, ...], PrivacyAccountant] | None = None
 
@@ -176,9 +202,15 @@ class DPCertAccountant:
         key = tuple(self._history)
         if self._built is None or self._built[0] != key:
             rows = _check_history(list(key))  # the list may have been edited in place
-            acct = PrivacyAccountant()
+            acct = PrivacyAccountant(relation=getattr(self, "relation", "add_remove"))
+            sampling = getattr(self, "sampling", "poisson")
             for nm, sr, n in rows:
-                acct.step(sigma=nm, sample_rate=sr, steps=n)
+                if sampling == "poisson":
+                    acct.step(sigma=nm, sample_rate=sr, steps=n)
+                else:
+                    b = max(1, min(self.dataset_size, round(sr * self.dataset_size)))
+                    acct.step(sigma=nm, steps=n, batch_size=b, dataset_size=self.dataset_size,
+                              sampling=sampling, steps_per_epoch=self.steps_per_epoch)
             self._built = (key, acct)
         return self._built[1]
 
@@ -194,4 +226,7 @@ class DPCertAccountant:
         return state
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(method={self.method!r}, steps={len(self)}, rows={len(self._history)})"
+        samp = getattr(self, "sampling", "poisson")
+        extra = "" if samp == "poisson" else f", sampling={samp!r}, dataset_size={self.dataset_size}"
+        return (f"{type(self).__name__}(method={self.method!r}{extra}, steps={len(self)}, "
+                f"rows={len(self._history)})")

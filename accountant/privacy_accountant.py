@@ -324,10 +324,20 @@ class PrivacyAccountant:
         return trial
 
     def step(self, sigma: float | None = None, sample_rate: float | None = None, steps: int = 1, *,
-             noise_multiplier: float | None = None, sensitivity: float = 1.0) -> PrivacyAccountant:
-        """Record ``steps`` DP-SGD steps: Poisson-subsampled Gaussian with noise multiplier ``sigma``.
+             noise_multiplier: float | None = None, sensitivity: float = 1.0,
+             batch_size: int | None = None, dataset_size: int | None = None, sampling: str = "poisson",
+             steps_per_epoch: int | None = None) -> PrivacyAccountant:
+        """Record ``steps`` DP-SGD steps with noise multiplier ``sigma`` and clipping norm ``sensitivity``.
 
-        O(1) per call: repeated calls with the same (sigma, sample_rate) only increment a counter; with a
+        ``sampling`` says how the training code forms its batches (:mod:`accountant.sampling`):
+        ``"poisson"`` (default: every record independently with probability ``sample_rate``, or
+        ``batch_size / dataset_size``), ``"fixed_size"`` (a uniformly random batch of exactly
+        ``batch_size`` records every step), ``"shuffle"`` (a random permutation per epoch cut into
+        ``steps_per_epoch`` = ceil(n / b) consecutive batches) or ``"balls_in_bins"`` (every record in one
+        uniformly random step per epoch).  Shuffle and balls-in-bins are charged per epoch: an epoch is
+        charged in full when its first step is recorded.
+
+        O(1) per call: repeated calls with the same parameters only increment a counter; with a
         budget, only the first call (and a call past the certified allowance) runs tight queries.
         ``noise_multiplier`` is accepted as an alias of ``sigma`` (Opacus naming).
         """
@@ -335,7 +345,15 @@ class PrivacyAccountant:
             if sigma is not None and sigma != noise_multiplier:
                 raise ValueError("give either sigma or noise_multiplier, not both")
             sigma = noise_multiplier
-        if sigma is None or sample_rate is None:
+        if sampling != "poisson" or sample_rate is None:
+            if sigma is None:
+                raise TypeError("step() needs sigma (or noise_multiplier)")
+            if sampling == "poisson" and batch_size is None and dataset_size is None:
+                raise TypeError("step() needs sigma (or noise_multiplier) and sample_rate (or batch_size "
+                                "and dataset_size)")
+            return self._step_sampled(sigma, sample_rate, steps, sensitivity, batch_size, dataset_size,
+                                      sampling, steps_per_epoch)
+        if sigma is None:
             raise TypeError("step() needs sigma (or noise_multiplier) and sample_rate")
         steps = V.count("steps", steps)
         key = (sigma, sample_rate, sensitivity)
@@ -354,6 +372,31 @@ class PrivacyAccountant:
         if steps and mech in self._ledger._counts:
             self._last_step = (key, mech)
         return self
+
+    def _step_sampled(self, sigma, sample_rate, steps, sensitivity, batch_size, dataset_size, sampling,
+                      steps_per_epoch) -> PrivacyAccountant:
+        """``step`` for the non-default samplers (see :mod:`accountant.sampling`)."""
+        from . import sampling as S
+
+        mech, t = S.step_mechanism(sampling, self.relation, sigma, sample_rate=sample_rate,
+                                   batch_size=batch_size, dataset_size=dataset_size,
+                                   sensitivity=sensitivity, steps_per_epoch_=steps_per_epoch)
+        steps = V.count("steps", steps)
+        if t is None:
+            return self.compose(mech, steps)
+        progress = self.__dict__.setdefault("_epoch_progress", {})
+        new, after = S.epochs_charged(progress.get(mech, 0), steps, t)
+        self.compose(mech, new)  # raises (recording nothing) past the budget
+        if steps:
+            progress[mech] = after
+            if not new:  # the epoch in progress advanced: the lower bound may change
+                for key in [k for k in self._cache if isinstance(k, tuple) and k[:1] == ("attained_lower",)]:
+                    del self._cache[key]
+        return self
+
+    def _partial_epochs(self) -> dict:
+        """{per-epoch mechanism: 1} for the epochs charged but not completed (left out of lower bounds)."""
+        return {m: 1 for m, p in getattr(self, "_epoch_progress", {}).items() if p}
 
     # ------------------------------------------------------------------ curves
     def rdp(self, alpha) -> np.ndarray:
@@ -399,6 +442,10 @@ class PrivacyAccountant:
             if not self._ledger:
                 return method, routes.empty_ledger_bracket(query, value), {}
             chosen = run(self._route_by_name(method))
+            if chosen.lower is None:
+                att = self._attained_lower(query, value)
+                if att is not None:
+                    chosen = chosen.with_lower(min(att, chosen.upper))
             if not compare:
                 return method, chosen, {}
             # compare with a fixed method: every applicable route is evaluated and listed, the
@@ -473,6 +520,11 @@ class PrivacyAccountant:
             if stat is not None and (lower is None or stat > lower):
                 lower = min(stat, best_val)
                 notes.append("lower bound from the max/sum statistic of the outputs")
+        if lower is None:
+            att = self._attained_lower(query, value)
+            if att is not None:
+                lower = min(att, best_val)
+                notes.append("lower bound from explicit neighbouring datasets (attained pairs)")
         best = min(results, key=lambda m: results[m].upper)
         chosen = results[best]
         if skipped:
@@ -481,6 +533,15 @@ class PrivacyAccountant:
             chosen = chosen.with_details(route_notes="; ".join(notes))
         chosen = chosen.with_lower(lower if lower is not None else chosen.lower)
         return best, chosen, {m: r.upper for m, r in results.items()}
+
+    def _attained_lower(self, query: str, value: float) -> float | None:
+        """Certified lower bound from the entries' attained pairs (:mod:`accountant.attained`), cached."""
+        key = ("attained_lower", query, value)
+        if key not in self._cache:
+            from .attained import lower_bound
+
+            self._cache[key] = lower_bound(self._ledger.items(), query, value, self._partial_epochs())
+        return self._cache[key]
 
     # ------------------------------------------------------------------ public queries
     def epsilon(self, delta: float, method: str = "auto") -> float:
@@ -555,10 +616,15 @@ class PrivacyAccountant:
 
     # ------------------------------------------------------------------ persistence
     def to_state(self) -> dict:
-        return {"relation": self.relation, "rtol": self.rtol,
-                "budget": None if self.budget is None else {"epsilon": self.budget.epsilon,
-                                                             "delta": self.budget.delta},
-                "ledger": self._ledger.to_list()}
+        doc = {"relation": self.relation, "rtol": self.rtol,
+               "budget": None if self.budget is None else {"epsilon": self.budget.epsilon,
+                                                            "delta": self.budget.delta},
+               "ledger": self._ledger.to_list()}
+        progress = [{"mechanism": m.to_dict(), "steps": p}
+                    for m, p in getattr(self, "_epoch_progress", {}).items() if p]
+        if progress:  # steps into the current epoch of per-epoch samplers (shuffle, balls-in-bins)
+            doc["epoch_progress"] = progress
+        return doc
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the state as versioned JSON, atomically (a crash never leaves a partial file)."""
@@ -583,6 +649,7 @@ class PrivacyAccountant:
                 raise ValueError(f"state 'relation' must be one of {RELATIONS}, got {relation!r}")
             acct = cls(relation=relation, rtol=doc.get("rtol", contour.DEFAULT_RTOL), budget=budget)
             acct._ledger = Ledger.from_list(doc.get("ledger", []))
+            acct._epoch_progress = _load_progress(doc.get("epoch_progress", []))
             acct._history = [[m, k] for m, k in acct._ledger.items()]
             acct._history_exact = False  # state files keep counts, not the composition order
         except TypeError as exc:  # a field of the wrong JSON type: the state is unusable
@@ -601,6 +668,23 @@ class PrivacyAccountant:
 
     def __repr__(self) -> str:
         return f"PrivacyAccountant(relation={self.relation!r}, ledger=[{'; '.join(self._ledger.summary())}])"
+
+
+def _load_progress(rows) -> dict:
+    """``epoch_progress`` of a state file: [{"mechanism": spec, "steps": int >= 0}] -> {mechanism: steps}."""
+    from mechanisms.registry import from_dict
+
+    if not isinstance(rows, list):
+        raise ValueError("state 'epoch_progress' must be a list of {'mechanism', 'steps'} entries")
+    out: dict = {}
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or set(row) != {"mechanism", "steps"}:
+            raise ValueError(f"epoch_progress[{i}] must have keys 'mechanism' and 'steps'")
+        k = row["steps"]
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise ValueError(f"epoch_progress[{i}].steps must be an integer >= 0, got {k!r}")
+        out[from_dict(row["mechanism"])] = k
+    return out
 
 
 def _warn(bracket: Bracket) -> None:

@@ -96,7 +96,7 @@ class GaussianExactRoute:
     def epsilon(self, ledger: Ledger, delta: float, ctx: QueryContext) -> Bracket:
         mu = ledger.gaussian_mu
         eps, err = gaussian_dp.gaussian_epsilon(delta, mu, self._mu_rel_err(ledger))
-        if not ledger.tight:  # the Gaussian pair only dominates (e.g. GNMax): no lower bound
+        if not ledger.tight:  # a dominating Gaussian pair that no datasets attain (e.g. GNMax): upper only
             return Bracket.upper_only(eps, {"mu": mu})
         return Bracket.exact(eps, max(eps - err, 0.0), eps - err / 2, {"mu": mu})
 

@@ -109,13 +109,51 @@ def test_gaussian_verdicts_against_independent_exact_value():
 
 
 # ------------------------------------------------------------------------------ unsupported / errors
-@pytest.mark.parametrize("scheme", ["shuffle", "fixed_batch", "sampling without replacement", "balls-in-bins",
-                                    "tree_aggregation", "some_new_scheme"])
+@pytest.mark.parametrize("scheme", ["tree_aggregation", "cyclic", "with replacement", "some_new_scheme"])
 def test_unsupported_sampling_schemes_say_so(scheme):
     r = audit_claim(dpsgd_claim(1.0, sampling=scheme))
     assert r.verdict == "unsupported"
     assert r.upper is None and r.slack is None
     assert ("unsupported" in r.reason or "unknown" in r.reason) and "poisson" in r.reason.lower()
+
+
+@pytest.mark.parametrize("scheme,ledger", [
+    ("shuffle", "10 x shuffled_gaussian(sigma=1.1, num_steps=100"),
+    ("balls-in-bins", "10 x balls_in_bins_gaussian(sigma=1.1, num_steps=100"),
+    ("shuffling", "10 x shuffled_gaussian"),
+])
+def test_shuffled_and_balls_in_bins_claims_get_a_bracket(scheme, ledger):
+    """Samplers other than Poisson are certified: 1000 steps of 100 batches = 10 epochs; the verdict is
+    consistent above the upper bound, understated below the lower bound, inconclusive in between."""
+    r = audit_claim(dpsgd_claim(1.0, sampling=scheme))
+    assert r.ledger[0].startswith(ledger)
+    assert r.lower is not None and r.lower < r.upper
+    assert audit_claim(dpsgd_claim(r.upper * 1.0001, sampling=scheme)).verdict == "consistent"
+    assert audit_claim(dpsgd_claim(r.lower * 0.999, sampling=scheme)).verdict == "understated"
+    mid = audit_claim(dpsgd_claim(0.5 * (r.lower + r.upper), sampling=scheme))
+    assert mid.verdict == "inconclusive" and "[" in format_table([mid])
+
+
+def test_fixed_size_claims_need_sizes():
+    r = audit_claim(dpsgd_claim(1.0, sampling="fixed_batch"))
+    assert r.verdict == "error" and "batch_size" in r.reason
+    c = dpsgd_claim(100.0, sampling="sampling without replacement", batch_size=10, dataset_size=1000)
+    del c["dpsgd"]["sample_rate"]
+    r = audit_claim(c)
+    assert r.verdict == "consistent" and r.ledger[0].startswith("1000 x fixed_size_gaussian")
+
+
+def test_as_implemented_verdict_for_shuffled_code():
+    """A claim analysed with Poisson sampling whose code shuffles also gets a verdict for the shuffled
+    algorithm (the published number can be consistent as analysed and understated as implemented)."""
+    c = dpsgd_claim(2.0, noise_multiplier=0.8, steps=2000)
+    c["implementation_sampling"] = "shuffle"
+    r = audit_claim(c)
+    impl = r.as_implemented
+    assert impl["sampling"] == "shuffle" and impl["lower"] < impl["upper"]
+    assert impl["verdict"] in ("consistent", "understated", "inconclusive")
+    assert any("as implemented" in w for w in r.warnings)
+    json.dumps(r.to_dict(), allow_nan=False)
 
 
 def test_unsupported_relation_and_unknown_mechanism():
@@ -174,7 +212,7 @@ def test_toml_claims(tmp_path):
 
 
 def test_json_output_and_progress(tmp_path, capsys):
-    path = write(tmp_path, [gaussian_claim(100.0, id="a"), dpsgd_claim(1.0, sampling="shuffle")])
+    path = write(tmp_path, [gaussian_claim(100.0, id="a"), dpsgd_claim(1.0, sampling="tree_aggregation")])
     assert main(["audit", path, "--json"]) == 0
     captured = capsys.readouterr()
     doc = json.loads(captured.out)
@@ -214,7 +252,7 @@ def test_pure_dp_claim_with_delta_zero():
 
 
 def test_table_lists_every_claim_and_summary():
-    rs = [audit_claim(gaussian_claim(100.0, id="x")), audit_claim(dpsgd_claim(1.0, sampling="shuffle"))]
+    rs = [audit_claim(gaussian_claim(100.0, id="x")), audit_claim(dpsgd_claim(1.0, sampling="cyclic"))]
     text = format_table(rs)
     assert "x" in text and "unsupported" in text and "2 claims" in text
     md = format_table(rs, markdown=True)

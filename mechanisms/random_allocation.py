@@ -1,0 +1,233 @@
+"""Random allocation ("balls-in-bins"): every record is used in exactly one of t steps per epoch.
+
+One epoch of DP-SGD with balls-in-bins batching: each record is placed in one of the t steps uniformly
+at random, independently of the other records (batch sizes are random, mean n / t); step j releases the
+sum of its batch's gradients clipped to L2 norm C plus N(0, sigma^2 I).  Relation: add/remove (for this
+sampler identical to "zero-out", replacing the record by one with zero gradient: the other records'
+allocation does not depend on it).  mu = C / sigma.
+
+Dominating pair of one epoch (the t releases together; Chua, Ghazi, Harrison, Leeman, Kamath, Kumar,
+Manurangsi, Sinha & Zhang 2025, "Balls-and-bins sampling for DP-SGD", AISTATS -- the pair of the
+adaptive batch linear query mechanism with the balls-and-bins sampler; Feldman & Shenfeld 2025,
+"Privacy amplification by random allocation" -- the same pair for any base mechanism):
+
+    remove:  P_t = (1/t) sum_i N(mu e_i, I_t),   Q_t = N(0, I_t);     add: the swap.
+
+Both are attained (other records with zero gradient), so the bound is tight at the level of the pair.
+With X_i = e^{mu z_i - mu^2/2} (z ~ Q_t) the likelihood ratio is P_t / Q_t = (X_1 + ... + X_t) / t = S / t.
+
+RDP (the curve is the worse of the two directions):
+
+* remove, integer alpha (Feldman & Shenfeld 2025, the Renyi divergence of random allocation with the
+  Gaussian mechanism; exact):  e^{(alpha-1) eps} = E_Q[(S/t)^alpha] = t^-alpha alpha! [z^alpha] f(z)^t with
+  f(z) = sum_j e^{j (j-1) mu^2 / 2} z^j / j! (the multinomial expansion over the t coordinates), evaluated
+  by binary powering of the truncated series in log space (``mechanisms._allocation_kernels``; all terms
+  positive, rounding error bounded and added).  Fractional alpha: linear interpolation of the convex
+  CGF (alpha - 1) eps(alpha) between integers (an upper bound).
+* add, any real alpha > 1 (derived here; exact up to quadrature):  with beta = alpha - 1,
+  e^{beta eps} = E_Q[(S/t)^-beta] = (1 / Gamma(beta)) int_0^inf v^{beta-1} L(v/t)^t dv,
+  L(u) = E[e^{-u X}] (the Gamma-function identity y^-beta = Gamma(beta)^-1 int u^{beta-1} e^{-uy} du and
+  independence of the X_i).  L is computed by the trapezoid rule in z and the v-integral by the
+  trapezoid rule in log v (both geometrically convergent for these analytic integrands); the declared
+  error ``ADD_LOG_ERROR`` (validated against mpmath in tests/test_random_allocation.py) is added.
+* both capped by the Gaussian mechanism's alpha mu^2 / 2 (each record is used once per epoch).
+
+Composition over epochs is the ledger count (the record's allocations in different epochs are
+independent).  A partial epoch is charged as a full one (its releases are a post-processing of a full
+epoch's).  Certified lower bounds use ``attained_lower_pair``: the per-epoch pair of the largest of the
+t releases (a post-processing of the attained pair, see :mod:`mechanisms.max_statistic`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from scipy.special import gammaln
+
+from . import _validate as V
+from ._allocation_kernels import log_laplace_grid, log_power_moments
+from .base import Mechanism
+from .registry import register
+
+#: declared absolute error of log E_Q[(S/t)^-beta] from the two quadratures (validated against mpmath)
+ADD_LOG_ERROR = 1e-9
+_Y_STEP = 1.0 / 32.0
+_FINE = 0.5  # fine step 0.5 / sqrt(max |f''|) for the narrow peaks of large orders
+
+
+@lru_cache(maxsize=64)
+def _remove_log_moments(mu: float, t: int, amax: int) -> tuple[np.ndarray, np.ndarray]:
+    """log E_Q[(S/t)^a] for a = 0..amax and an absolute error bound (rounded up)."""
+    lm, err = log_power_moments(mu, t, amax)
+    a = np.arange(amax + 1, dtype=float)
+    val = lm - a * math.log(t)
+    return val, err + 4.0 * 2.0**-53 * (np.abs(val) + a * math.log(t) + 1.0)
+
+
+def _g_of_y(mu: float, t: int, ys: np.ndarray) -> np.ndarray:
+    """G(y) = t log L(e^y / t) (log L = log1p(-(1 - L)) where 1 - L is small, for accuracy)."""
+    log_l, log_1ml = log_laplace_grid(mu, np.exp(ys) / t)
+    one_minus = np.exp(log_1ml)
+    return np.where(one_minus < 0.5, t * np.log1p(-np.minimum(one_minus, 0.5)), t * log_l)
+
+
+_Y_LO, _Y_HI = -170.0, 60.0
+
+
+@lru_cache(maxsize=64)
+def _coarse(mu: float, t: int) -> tuple[np.ndarray, np.ndarray]:
+    """G on the fixed grid y in [-170, 60], step ``_Y_STEP`` (shared by every order)."""
+    ys = np.arange(_Y_LO, _Y_HI + _Y_STEP / 2, _Y_STEP)
+    return ys, _g_of_y(mu, t, ys)
+
+
+def _add_log_moment_one(mu: float, t: int, beta: float) -> float:
+    """log E_Q[(S/t)^-beta] for one beta >= 0.5, or +inf when the integrand's mass is not inside the
+    fixed y-window (very large beta: the caller then uses the Gaussian cap).
+
+    Trapezoid rule in y = log v of exp(beta y + G(y)) / Gamma(beta) over the window where the integrand
+    exceeds e^-90 of its maximum, with step min(1/32, 0.5 / sqrt(max |f''|)) (the peak's width in y is
+    about |f''|^-1/2; the trapezoid error of a peak of width w with step h is ~ exp(-2 pi^2 w^2 / h^2)).
+    Outside [-170, 60]: on the left the integrand is <= e^{beta y} (G <= 0), a mass below e^-85 of the
+    total; on the right the window must end where the integrand has fallen by e^-200 and is decreasing
+    (slope <= -1), else +inf is returned.
+    """
+    ys, g = _coarse(mu, t)
+    f = beta * ys + g
+    top = float(f.max())
+    if not f[-1] < top - 200.0:
+        return math.inf
+    if f[-1] > -np.inf and not (f[-1] - f[-33]) / (ys[-1] - ys[-33]) <= -1.0:
+        return math.inf
+    inside = np.nonzero(f > top - 90.0)[0]
+    i0, i1 = max(int(inside[0]) - 1, 0), min(int(inside[-1]) + 1, ys.size - 1)
+    # step from the largest curvature of the log-integrand over the window (peak width ~ |f''|^-1/2)
+    seg = f[max(i0 - 1, 0):i1 + 2]
+    curv = float(np.max(np.abs(np.diff(seg, 2)))) / _Y_STEP**2 if seg.size >= 3 else 0.0
+    h = min(_Y_STEP, _FINE / math.sqrt(max(curv, 1e-300)))
+    if h >= _Y_STEP:
+        yf, ff = ys[i0:i1 + 1], f[i0:i1 + 1]
+        step = _Y_STEP
+    else:
+        a, b = ys[i0], ys[i1]
+        n = max(int(math.ceil((b - a) / h)), 8)
+        yf = np.linspace(a, b, n + 1)
+        ff = beta * yf + _g_of_y(mu, t, yf)
+        step = (b - a) / n
+    m = float(ff.max())
+    w = np.exp(ff - m)
+    tot = (w.sum() - 0.5 * (w[0] + w[-1])) * step
+    return m + math.log(tot) - float(gammaln(beta))
+
+
+def _add_log_moment(mu: float, t: int, beta: np.ndarray) -> np.ndarray:
+    """log E_Q[(S/t)^-beta] for beta >= 0.5 (array), plus ``ADD_LOG_ERROR``."""
+    b = np.asarray(beta, dtype=float)
+    cache: dict[float, float] = {}
+    out = np.empty(b.shape)
+    for i, x in enumerate(b.ravel().tolist()):
+        if x not in cache:
+            cache[x] = _add_log_moment_one(mu, t, x)
+        out.flat[i] = cache[x]
+    return out + ADD_LOG_ERROR
+
+
+@register
+@dataclass(frozen=True)
+class BallsInBinsGaussian(Mechanism):
+    """One epoch of DP-SGD with balls-in-bins batching (random allocation, each record in 1 of t steps).
+
+    Parameters
+    ----------
+    sigma : float
+        Noise standard deviation (the noise multiplier when ``sensitivity`` is 1), > 0.
+    num_steps : int
+        t, the number of steps (batches) per epoch, >= 1.
+    sensitivity : float, default 1.0
+        Clipping norm C (the add/remove sensitivity of one step's sum), > 0.
+
+    RDP only (upper bound; module docstring).  One ledger use = one epoch of t releases.
+    """
+
+    sigma: float
+    num_steps: int
+    sensitivity: float = 1.0
+
+    name = "balls_in_bins_gaussian"
+    symmetric = False
+    tight = True
+    relations = ("add_remove",)
+
+    def __post_init__(self):
+        object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
+        object.__setattr__(self, "num_steps", V.integer("num_steps", self.num_steps, low=1, high=10**9))
+        object.__setattr__(self, "sensitivity", V.positive("sensitivity", self.sensitivity))
+
+    @property
+    def mu(self) -> float:
+        return self.sensitivity / self.sigma
+
+    # ---------------------------------------------------------------- RDP
+    def remove_cgf_int(self, alphas) -> np.ndarray:
+        """(alpha - 1) D_alpha(P_t || Q_t) at integer orders >= 1 (exact, rounding bound added)."""
+        a = np.asarray(alphas, dtype=np.int64)
+        amax = int(a.max()) if a.size else 2
+        amax = max(amax, 2)
+        vals, errs = _remove_log_moments(self.mu, self.num_steps, amax)
+        return vals[a] + errs[a]
+
+    #: integer orders up to this are evaluated exactly (O(alpha^2 log t)); larger orders use the cap
+    REMOVE_MAX_ORDER = 1024
+
+    def remove_rdp(self, alpha) -> np.ndarray:
+        """D_alpha(P_t || Q_t): exact at integers, CGF interpolation between them (upper bound); orders
+        above ``REMOVE_MAX_ORDER`` get the Gaussian cap alpha mu^2 / 2."""
+        al = V.alphas(alpha)
+        out = al * self.mu**2 / 2.0
+        fin = np.isfinite(al) & (al <= self.REMOVE_MAX_ORDER)
+        if not fin.any():
+            return out
+        af = al[fin]
+        lo = np.floor(af).astype(np.int64)
+        hi = np.ceil(af).astype(np.int64)
+        need = np.unique(np.concatenate([lo, hi, [2]]))
+        kmax = int(need.max())
+        k = self.remove_cgf_int(np.arange(kmax + 1))
+        k[:2] = 0.0  # K(0) = K(1) = 0 exactly (total mass / mean of the likelihood ratio)
+        frac = af - lo
+        kk = np.where(hi == lo, k[lo], (1.0 - frac) * k[lo] + frac * k[hi])
+        out[fin] = kk / (af - 1.0)
+        return out
+
+    def add_rdp(self, alpha) -> np.ndarray:
+        """D_alpha(Q_t || P_t) by the Gamma-function integral (module docstring); orders in (1, 1.5) use
+        the value at 1.5 (Renyi divergence is non-decreasing in the order)."""
+        al = V.alphas(alpha)
+        out = np.full(al.shape, np.inf)
+        fin = np.isfinite(al)
+        if fin.any():
+            a = np.maximum(al[fin], 1.5)
+            beta = a - 1.0
+            if self.num_steps == 1:  # the Gaussian pair
+                out[fin] = a * self.mu**2 / 2.0
+            else:
+                out[fin] = _add_log_moment(self.mu, self.num_steps, beta) / beta
+        return out
+
+    def rdp(self, alpha) -> np.ndarray:
+        al = V.alphas(alpha)
+        cap = al * self.mu**2 / 2.0
+        if self.num_steps == 1:
+            return cap
+        return np.minimum(np.maximum(self.remove_rdp(al), self.add_rdp(al)), cap)
+
+    # ---------------------------------------------------------------- lower bounds
+    def attained_lower_pair(self):
+        """The per-epoch pair of the largest release (a post-processing of the attained pair (P_t, Q_t)):
+        its composition is a certified lower bound on this mechanism's privacy profile."""
+        from .max_statistic import MaxStatisticPair
+
+        return MaxStatisticPair(mu_p=self.mu, mu_q=0.0, num_steps=self.num_steps)
