@@ -23,9 +23,19 @@ import math
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from conversions import contour, gaussian_dp, laplace_dp, lower_bounds, pld, rdp_to_dp, split
+from conversions import (
+    contour,
+    gaussian_dp,
+    laplace_dp,
+    lower_bounds,
+    pld,
+    poisson_gaussian_dp,
+    rdp_to_dp,
+    split,
+)
 from conversions.bracket import Bracket
 from mechanisms.laplace import Laplace
+from mechanisms.subsampled import SubsampledGaussian
 
 from .ledger import Ledger
 
@@ -134,6 +144,44 @@ class LaplaceExactRoute:
         a = self._a(ledger)
         d, err = laplace_dp.laplace_delta(epsilon, a)
         return Bracket.exact(min(1.0, d + err), max(d - err, 0.0), d, {"a": a})
+
+
+class SubsampledGaussianExactRoute:
+    """One Poisson-subsampled Gaussian step (a single DP-SGD step, ``times = 1``): the exact profile of
+    both add/remove dominating pairs through the Gaussian profile at a transformed epsilon
+    (:mod:`conversions.poisson_gaussian_dp`); a certified bracket a few ulps wide, where the numerical
+    routes are near-atomic and slow (q = 0.01, sigma = 1.1: the cf and pld brackets were 4e-4 wide)."""
+
+    name = "exact"
+
+    @staticmethod
+    def _params(ledger: Ledger) -> tuple[float, float] | None:
+        items = ledger.items()
+        if len(items) != 1:
+            return None
+        ((m, k),) = items
+        if type(m) is not SubsampledGaussian or k != 1:
+            return None
+        return m.sensitivity / m.sigma, m.sample_rate
+
+    def applies(self, ledger: Ledger) -> bool:
+        return self._params(ledger) is not None
+
+    def epsilon(self, ledger: Ledger, delta: float, ctx: QueryContext) -> Bracket:
+        mu, q = self._params(ledger)
+        res = {d: poisson_gaussian_dp.epsilon_bounds(delta, mu, q, d) for d in ("remove", "add")}
+        worst = max(res, key=lambda d: res[d][1])
+        lo = min(max(b[0] for b in res.values()), res[worst][1])
+        up = res[worst][1]
+        return Bracket.exact(up, lo, 0.5 * (lo + up), {"mu": mu, "q": q, "direction": worst})
+
+    def delta(self, ledger: Ledger, epsilon: float, ctx: QueryContext) -> Bracket:
+        mu, q = self._params(ledger)
+        res = {d: poisson_gaussian_dp.delta_bounds(epsilon, mu, q, d) for d in ("remove", "add")}
+        worst = max(res, key=lambda d: res[d][1])
+        lo = min(max(b[0] for b in res.values()), res[worst][1])
+        up = res[worst][1]
+        return Bracket.exact(up, lo, 0.5 * (lo + up), {"mu": mu, "q": q, "direction": worst})
 
 
 # ---------------------------------------------------------------------------------------------- numerical
@@ -334,6 +382,7 @@ class RDPRoute:
 ROUTES: list[Route] = [
     GaussianExactRoute(),
     LaplaceExactRoute(),
+    SubsampledGaussianExactRoute(),
     CharacteristicFunctionRoute(),
     DiscretisedPLDRoute(),
     RDPRoute("rdp", "improved"),
