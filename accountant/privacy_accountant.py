@@ -33,6 +33,10 @@ AUTO_WORK_LIMIT = 2.5e7
 # routes after it is wider than this (relative) or, for an epsilon query, than DEFER_ATOL_EPS
 DEFER_RTOL = 1e-3
 DEFER_ATOL_EPS = 1e-4
+# ... and then with this work limit: the routes after it left a wide bracket, so the near-atomic split
+# gets the room it needs for few steps at tiny delta (q = 1e-3, sigma = 2, T = 10, delta = 1e-10: the
+# remove direction's split uses 3.1e7 units, ~1 s, and narrows [0.0139, 0.0156] to 1e-3 relative)
+DEFERRED_WORK_LIMIT = 5e7
 # composition order kept for report(): at most this many runs (a run = consecutive uses of one mechanism)
 MAX_HISTORY_RUNS = 100_000
 # budget allowance search: from the RDP-certified count, at most this many doublings, then an exact
@@ -491,6 +495,7 @@ class PrivacyAccountant:
             # full afterwards only if the bracket is still wider than the target
             ctx.skip_if_capped = (not compare and not was_deferred
                                   and any(getattr(r, "numerical", False) for r, _ in queue))
+            ctx.work_limit = DEFERRED_WORK_LIMIT if was_deferred else AUTO_WORK_LIMIT
             try:
                 r = results[route.name] = run(route)
             except routes.RouteDeferred as exc:
