@@ -33,6 +33,7 @@ import mpmath
 import numpy as np
 
 from accountant import routes
+from accountant._search import bisect_log
 from conversions.atoms import INPUT_ULPS
 from conversions.bracket import Bracket
 from mechanisms.lattice import AtomicMechanism
@@ -41,6 +42,7 @@ __all__ = ["EnumerationRoute"]
 
 _U = 2.0 ** -53
 _RHO = mpmath.mpf(2) ** -200  # relative allowance for the 256-bit arithmetic
+_TINY = 2.0 ** -500  # the smallest positive epsilon the search resolves
 
 
 class EnumerationRoute:
@@ -129,25 +131,18 @@ class EnumerationRoute:
         if comp[1] >= delta:  # the infinite-loss mass alone exceeds delta: no finite epsilon
             return math.inf, math.inf, math.inf
         top = float(max(comp[0][-1][0], 0)) + 1.0  # delta(top) = p_inf < delta
-        # bisection on the doubles: the smallest eps certified by the upper profile, and the double before
-        # the least eps at which the lower profile falls below delta
-        up = self._bisect(lambda e: self._profile(comp, e)[1] <= delta, 0.0, top)
-        lo = 0.0
-        if self._profile(comp, 0.0)[0] >= delta:
-            lo = math.nextafter(self._bisect(lambda e: self._profile(comp, e)[0] < delta, 0.0, up), -math.inf)
+        # bisection down to adjacent doubles: the upper end is a point where the upper profile is <= delta,
+        # the lower end one where the lower profile is >= delta (an answer below _TINY is reported as
+        # [0, _TINY])
+        up = self._search(lambda e: self._profile(comp, e)[1] <= delta, top)[1]
+        lo = self._search(lambda e: self._profile(comp, e)[0] < delta, up)[0]
         return lo, up, 0.5 * (lo + up)
 
     @staticmethod
-    def _bisect(ok, a: float, b: float) -> float:
-        """The least double x in [a, b] with ok(x), for ok monotone (False ... True) with ok(b) True."""
-        if ok(a):
-            return a
-        while math.nextafter(a, math.inf) < b:
-            mid = 0.5 * (a + b)
-            if mid <= a or mid >= b:
-                break
-            if ok(mid):
-                b = mid
-            else:
-                a = mid
-        return b
+    def _search(switched, hi: float) -> tuple[float, float]:
+        """[lo, hi] around the switch of a monotone predicate on [0, hi] (True at hi), adjacent doubles."""
+        if switched(0.0):
+            return 0.0, 0.0
+        if switched(_TINY):
+            return 0.0, _TINY
+        return bisect_log(switched, _TINY, hi, 0.0)

@@ -56,13 +56,8 @@ __all__ = ["UnaryEncoding", "UnaryEncodingExactRoute"]
 @register
 @dataclass(frozen=True)
 class UnaryEncoding(DiscreteMechanism):
-    """One unary-encoding report: the true value's bit is 1 w.p. ``p``, every other bit w.p. ``q``.
-
-    Parameters
-    ----------
-    p, q : float
-        0 < q < p < 1.
-    """
+    """One unary-encoding report: the true value's bit is 1 w.p. ``p``, every other bit w.p. ``q``
+    (0 < q < p < 1); replace-one relation, symmetric and tight (module docstring)."""
 
     p: float
     q: float
