@@ -957,13 +957,19 @@ def subsampled_gaussian_delta(eps, q, sigma, k, direction="remove", dps=30, grid
 # 6. RDP -> (eps, delta) conversions
 # ---------------------------------------------------------------------------------------------------
 
-def _rdp_minimise(obj, alphas, dps):
+def _rdp_minimise(rdp_fn, extra, alphas, dps):
+    """(min over the orders of rdp_fn(alpha) + extra(alpha), the minimising order); (None, None) when the
+    RDP is infinite at every order.  Orders must be > 1."""
+    alphas = [_order(a) for a in alphas]
+    if any(a <= 1 for a in alphas):
+        raise ValueError("orders must be > 1")
     best, best_a = None, None
     with mp.workdps(dps):
         for a in alphas:
-            v = obj(a)
-            if v is None:
+            r = mp.mpf(rdp_fn(a))
+            if not mp.isfinite(r):
                 continue
+            v = r + extra(mp.mpf(a))
             if best is None or v < best:
                 best, best_a = v, a
     return best, best_a
@@ -979,18 +985,7 @@ def rdp_to_eps_classic(rdp_fn: Callable, delta, alphas: Iterable, dps=50, return
     """
     with mp.workdps(dps):
         ld = mp.log(1 / mp.mpf(delta))
-
-    def obj(a):
-        r = mp.mpf(rdp_fn(a))
-        if not mp.isfinite(r):
-            return None
-        am = mp.mpf(a)
-        return r + ld / (am - 1)
-
-    alphas = [_order(a) for a in alphas]
-    if any(a <= 1 for a in alphas):
-        raise ValueError("orders must be > 1")
-    best, best_a = _rdp_minimise(obj, alphas, dps)
+    best, best_a = _rdp_minimise(rdp_fn, lambda am: ld / (am - 1), alphas, dps)
     if best is None:
         best = mp.inf
     res = _out(best, as_mpf)
@@ -1008,18 +1003,8 @@ def rdp_to_eps_balle(rdp_fn: Callable, delta, alphas: Iterable, dps=50, return_o
     """
     with mp.workdps(dps):
         ld = mp.log(mp.mpf(delta))
-
-    def obj(a):
-        r = mp.mpf(rdp_fn(a))
-        if not mp.isfinite(r):
-            return None
-        am = mp.mpf(a)
-        return r + mp.log((am - 1) / am) - (ld + mp.log(am)) / (am - 1)
-
-    alphas = [_order(a) for a in alphas]
-    if any(a <= 1 for a in alphas):
-        raise ValueError("orders must be > 1")
-    best, best_a = _rdp_minimise(obj, alphas, dps)
+    best, best_a = _rdp_minimise(rdp_fn, lambda am: mp.log((am - 1) / am) - (ld + mp.log(am)) / (am - 1),
+                                 alphas, dps)
     if best is None:
         best = mp.inf
     elif best < 0:
