@@ -6,7 +6,7 @@ When every mechanism of a ledger has a purely atomic privacy-loss distribution
 
     delta(eps) = p_inf + sum_L w_L (1 - e^(eps - L))_+,    p_inf = 1 - prod_j (1 - p_inf,j)^(k_j)
 
-(the hockey-stick divergence written over the privacy loss; Koskela, Jalko & Honkela 2020, Sec. 2).
+(the hockey-stick divergence written over the privacy loss; Koskela, Jalko & Honkela 2020).
 This route enumerates the support directly: losses as exact rationals (sums of the doubles the
 mechanisms report, so equal losses merge exactly) and masses at 256 bits (products and sums of
 positive numbers: relative error < 2^-230).  It is a toy next to the cf route (which composes atoms in

@@ -17,11 +17,11 @@ The exact route: T reports of one user compose to the losses kE, k = -T..T, with
     w_k = sum_{i - j = k} T! / (i! j! (T - i - j)!) a^i c^j b^(T - i - j),
 
 and the privacy profile is the hockey-stick divergence written over the privacy loss,
-delta(eps) = sum_{kE > eps} w_k (1 - e^(eps - kE)) (Koskela, Jalko & Honkela 2020, Sec. 2;
-Dong, Roth & Su 2022, Prop. 2.12).  The route evaluates it at 256-bit precision (mpmath) and rounds
-outward to doubles: a certified bracket a few ulps wide.  epsilon(delta) is the exact inverse on the
-piece of the profile that contains it: on [kE, (k + 1)E], delta(eps) = A_k - e^eps B_k with
-A_k = sum_{l > k} w_l, B_k = sum_{l > k} w_l e^(-lE).
+delta(eps) = sum_{kE > eps} w_k (1 - e^(eps - kE)) (Koskela, Jalko & Honkela 2020).  The route evaluates
+it at 256-bit precision (mpmath) with explicit error allowances and rounds outward to doubles: a certified
+bracket a few ulps wide.  epsilon(delta) is the exact inverse on the piece of the profile that contains
+it (on [kE, (k + 1)E], delta(eps) = A_k - e^eps B_k with A_k = sum_{l > k} w_l,
+B_k = sum_{l > k} w_l e^(-lE)), confirmed at both ends by the certified profile.
 
 What a plug-in needs (run ``python examples/plugin_mechanism.py``):
 
