@@ -295,24 +295,29 @@ class _SVTBase(AtomicMechanism):
 
     _plan: _Plan
 
+    def _scales(self) -> tuple[float, float]:
+        """(threshold noise scale, query noise scale): Laplace scale b or Gaussian sigma."""
+        return self.threshold_scale, self.query_scale
+
     def _set_up(self, positives: tuple[str, ...]) -> None:
         """Check the fields (``positives`` > 0, then the shared ones) and derive the evaluation plan from
-        ``threshold_noise``, ``threshold_scale``, ``query_noise`` and ``query_scale``."""
+        the noise families (``threshold_noise``, ``query_noise``) and :meth:`_scales`."""
         for nm in positives:
             object.__setattr__(self, nm, V.positive(nm, getattr(self, nm)))
         _check_common(self)
         if hasattr(self, "nonnegative"):
             _check_qplus_fields(self)
+        ts, qs = self._scales()
         object.__setattr__(self, "_plan", _build_plan(
-            self.threshold_noise, self.threshold_scale, self.query_noise, self.query_scale, self.sensitivity,
-            self.cutoff, self.resample, self.max_length, getattr(self, "nonnegative", False),
-            getattr(self, "threshold", None)))
+            self.threshold_noise, ts, self.query_noise, qs, self.sensitivity, self.cutoff, self.resample,
+            self.max_length, getattr(self, "nonnegative", False), getattr(self, "threshold", None)))
 
     def as_generalized(self) -> GeneralizedSVT:
         """The same mechanism as a :class:`GeneralizedSVT`."""
-        return GeneralizedSVT(self.threshold_noise, self.threshold_scale, self.query_noise, self.query_scale,
-                              self.sensitivity, self.cutoff, self.resample, self.max_length,
-                              getattr(self, "nonnegative", False), getattr(self, "threshold", None))
+        ts, qs = self._scales()
+        return GeneralizedSVT(self.threshold_noise, ts, self.query_noise, qs, self.sensitivity, self.cutoff,
+                              self.resample, self.max_length, getattr(self, "nonnegative", False),
+                              getattr(self, "threshold", None))
 
     # ------------------------------------------------------------------ curves
     def rdp(self, alpha) -> np.ndarray:
@@ -531,12 +536,5 @@ class GaussianSVT(_SVTBase):
     def __post_init__(self):
         self._set_up(("sigma1", "sigma2"))
 
-    @property
-    def threshold_scale(self) -> float:
-        """Standard deviation of the threshold noise, sigma1."""
-        return self.sigma1
-
-    @property
-    def query_scale(self) -> float:
-        """Standard deviation of the query noise, sigma2."""
-        return self.sigma2
+    def _scales(self) -> tuple[float, float]:
+        return self.sigma1, self.sigma2
