@@ -9,8 +9,6 @@ printed as a table; nothing is asserted.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from accountant.individual_filter import IndividualRenyiFilter, IndKNNFilter, budget_for_epsilon
@@ -23,17 +21,9 @@ from mechanisms.selection import (
     TruncatedRandomStoppingSelection,
 )
 
+from .bench_ptr import _best  # best of ``repeat`` timings after one warm-up call
+
 ORDERS = 1.0 + np.geomspace(1e-2, 999.0, 100)  # 100 orders in (1.01, 1000]
-
-
-def _best(fn, repeat: int) -> float:
-    fn()  # warm-up (numba compilation, caches of the OS)
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def curve_rows(repeat: int = 20) -> list[tuple[str, float, float]]:

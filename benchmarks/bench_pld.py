@@ -19,7 +19,7 @@ from conversions import contour
 from conversions.pld import pld_epsilon_bounds
 from mechanisms.subsampled import SubsampledGaussian
 
-# spec 08 section 1 rows (reference eps, remove dominates)
+# near-atomic DP-SGD rows (q, sigma, T, delta) with reference epsilons (remove dominates)
 SPEC_ROWS = [(0.01, 1.1, 1, 1e-5), (0.01, 1.1, 10, 1e-5), (0.01, 1.1, 1000, 1e-5), (0.001, 1.0, 100, 1e-5),
              (0.001, 0.5, 100, 1e-5)]
 REFS = {(0.01, 1.1, 1, 1e-5): 0.142291, (0.01, 1.1, 10, 1e-5): 0.271736, (0.01, 1.1, 1000, 1e-5): 1.515362,

@@ -16,6 +16,8 @@ ORDERS = 1.0 + np.geomspace(1e-2, 60.0, 100)
 
 
 def _best(fn, repeat: int) -> float:
+    """Best of ``repeat`` wall-clock timings of ``fn()``, after one warm-up call (numba compilation, OS
+    caches)."""
     fn()
     best = float("inf")
     for _ in range(repeat):

@@ -275,15 +275,16 @@ def segments_log_delta(losses, logw, kind, anchor, slogw, rate, lo, hi, eps, gl_
         else:
             lmax = anchor[q] - lo[q]
         cq[q] = slogw[q] + rate[q] * hi[q] + math.log(lmax * (hi[q] - lo[q]))
-        k0, k1, k2, j0, j1, j2 = _kj(rate[q], hi[q] - lo[q], gl_x, gl_w)
-        full[q, 0] = k0
-        full[q, 1] = k1
-        full[q, 2] = k2
-        full[q, 3] = j0
-        full[q, 4] = j1
-        full[q, 5] = j2
+        _put6(full[q], _kj(rate[q], hi[q] - lo[q], gl_x, gl_w))
     return _atoms_segments_sum(losses, logw, False, kind, anchor, _NO_F, _NO_F, _NO_F, slogw, rate, lo,
                                hi, cq, full, eps, gl_x, gl_w)
+
+
+@njit(cache=True)
+def _put6(row, v):  # pragma: no cover - compiled
+    """row[i] = v[i], i < 6 (the K and J integrals of one segment into its row of the table)."""
+    for i in range(6):
+        row[i] = v[i]
 
 
 @njit(cache=True)
@@ -447,13 +448,7 @@ def quad_segments_log_delta(losses, logw, b0, b1, b2, slogw, rate, lo, hi, eps, 
     for q in range(p):
         bmax = max(b0[q], max(b1[q], b2[q]))
         cq[q] = slogw[q] + rate[q] * hi[q] + math.log(bmax * (hi[q] - lo[q])) if bmax > 0.0 else -np.inf
-        k0, k1, k2, j0, j1, j2 = _quad_kj(rate[q], hi[q] - lo[q], gl_x, gl_w)
-        full[q, 0] = k0
-        full[q, 1] = k1
-        full[q, 2] = k2
-        full[q, 3] = j0
-        full[q, 4] = j1
-        full[q, 5] = j2
+        _put6(full[q], _quad_kj(rate[q], hi[q] - lo[q], gl_x, gl_w))
     return _atoms_segments_sum(losses, logw, True, _NO_I, _NO_F, b0, b1, b2, slogw, rate, lo, hi, cq,
                                full, eps, gl_x, gl_w)
 

@@ -1,7 +1,8 @@
 """Certified discretised privacy-loss distribution (PLD): delta(eps) and eps(delta) by FFT composition.
 
-Source: spec 08 section 2 (the coupling argument of spec 02 section 3.7; discretised PLDs in the style of
-Koskela, Jalko & Honkela 2020 and Doroshenko et al. 2022, with our own error analysis and code).
+Source: discretised PLDs composed by FFT in the style of Koskela, Jalko & Honkela 2020 (narrow brackets as
+in Doroshenko et al. 2022 and Gopi, Lee & Wutschitz 2021), with our own coupling argument and error
+analysis, written out in docs/derivations/discretised-pld.md.
 Neighbouring relation: whatever the mechanisms' dominating pairs encode (add/remove for the Poisson-
 subsampled ones); one ``direction`` per call.  Result: a rigorous bracket (lower <= truth <= upper).
 

@@ -1,4 +1,4 @@
-"""Per-instance privacy reports for objective perturbation (spec 05, Redberg & Wang 2021).
+"""Per-instance privacy reports for objective perturbation (Redberg & Wang 2021).
 
 Run:  python examples/per_instance_report.py   (about 1 s)
 

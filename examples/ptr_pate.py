@@ -1,4 +1,5 @@
-"""PATE with generalized PTR (seed 000 Alg 4) on synthetic teacher votes, and its certificate.
+"""PATE with generalized PTR (Redberg, Zhu & Wang 2023, Alg. 4) on synthetic teacher votes, and its
+certificate.
 
 Run:  python examples/ptr_pate.py   (about 2 s)
 

@@ -64,6 +64,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _validate as V
+from ._delegate import _Delegating
 from ._fixed_size_kernels import half_line_log_j, half_line_tv
 from .base import Mechanism, as_complex_array, check_direction
 from .registry import register
@@ -72,22 +73,34 @@ from .subsampled import SubsampledGaussian, _interpolate_cgf
 _SPAN = 80.0
 
 
-def _check_sizes(batch_size, dataset_size) -> tuple[int, int]:
-    n = V.integer("dataset_size", dataset_size, low=1)
-    b = V.integer("batch_size", batch_size, low=1)
-    if b > n:
-        raise ValueError(f"batch_size must be <= dataset_size, got batch_size={b} > dataset_size={n}")
-    return b, n
+class _FixedSizeStep(Mechanism):
+    """The parameters of both relations: sigma, batch size b, dataset size n (1 <= b <= n) and clipping
+    norm C, checked once here."""
+
+    def _check_fields(self) -> None:
+        object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
+        n = V.integer("dataset_size", self.dataset_size, low=1)
+        b = V.integer("batch_size", self.batch_size, low=1)
+        if b > n:
+            raise ValueError(f"batch_size must be <= dataset_size, got batch_size={b} > dataset_size={n}")
+        object.__setattr__(self, "batch_size", b)
+        object.__setattr__(self, "dataset_size", n)
+        object.__setattr__(self, "sensitivity", V.positive("sensitivity", self.sensitivity))
+
+    @property
+    def sample_rate(self) -> float:
+        """gamma = b / n."""
+        return self.batch_size / self.dataset_size
 
 
 @register
 @dataclass(frozen=True)
-class FixedSizeGaussian(Mechanism):
+class FixedSizeGaussian(_FixedSizeStep, _Delegating):
     """One DP-SGD step on a uniformly random batch of exactly ``batch_size`` of ``dataset_size`` records.
 
     Add/remove relation (n and b public).  Exactly the dominating pairs of
     ``SubsampledGaussian(sigma, batch_size / dataset_size, 2 * sensitivity)`` (see the module docstring:
-    tight, both directions).
+    tight, both directions): every curve is that pair's (:class:`mechanisms._delegate._Delegating`).
 
     Parameters
     ----------
@@ -111,67 +124,25 @@ class FixedSizeGaussian(Mechanism):
     relations = ("add_remove",)
 
     def __post_init__(self):
-        object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
-        b, n = _check_sizes(self.batch_size, self.dataset_size)
-        object.__setattr__(self, "batch_size", b)
-        object.__setattr__(self, "dataset_size", n)
-        object.__setattr__(self, "sensitivity", V.positive("sensitivity", self.sensitivity))
-        object.__setattr__(self, "_pair", SubsampledGaussian(self.sigma, b / n, 2.0 * self.sensitivity))
-
-    @property
-    def sample_rate(self) -> float:
-        return self.batch_size / self.dataset_size
+        self._check_fields()
+        object.__setattr__(self, "_pair", SubsampledGaussian(self.sigma, self.sample_rate,
+                                                             2.0 * self.sensitivity))
 
     @property
     def poisson_pair(self) -> SubsampledGaussian:
         """The Poisson-subsampled Gaussian with exactly this step's dominating pairs."""
         return self._pair  # type: ignore[attr-defined]
 
-    # every curve is the pair's
-    def rdp(self, alpha) -> np.ndarray:
-        return self._pair.rdp(alpha)
+    def _inner(self) -> SubsampledGaussian:
+        return self._pair  # type: ignore[attr-defined]
 
     def rdp_int(self, alphas) -> np.ndarray:
         return self._pair.rdp_int(alphas)
 
-    @property
-    def log_mgf_error(self) -> float:
-        return self._pair.log_mgf_error
-
-    def mgf_cost(self, t_max: float) -> float:
-        return self._pair.mgf_cost(t_max)
-
-    def envelope_cost(self, c: float) -> float:
-        return self._pair.envelope_cost(c)
-
-    def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
-        return self._pair.log_mgf(s, direction)
-
-    def total_variation(self, direction: str = "remove") -> float:
-        return self._pair.total_variation(direction)
-
-    def pld_atoms(self, direction: str = "remove"):
-        return self._pair.pld_atoms(direction)
-
-    def pld_cell_masses(self, edges, direction: str = "remove"):
-        return self._pair.pld_cell_masses(edges, direction)
-
-    def pld_cell_offsets(self, edges, direction: str = "remove"):
-        return self._pair.pld_cell_offsets(edges, direction)
-
-    def pld_cells_and_offsets(self, edges, direction: str = "remove"):
-        return self._pair.pld_cells_and_offsets(edges, direction)
-
-    def log_envelope_fn(self, c: float, direction: str = "remove"):
-        return self._pair.log_envelope_fn(c, direction)
-
-    def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
-        return self._pair.log_continuous_envelope(c, t, direction)
-
 
 @register
 @dataclass(frozen=True)
-class FixedSizeGaussianReplaceOne(Mechanism):
+class FixedSizeGaussianReplaceOne(_FixedSizeStep):
     """One DP-SGD step on a uniformly random batch of exactly b of n records, replace-one relation.
 
     Accounted by the symmetrised pair S of ((1 - gamma) N(0, 1) + gamma N(mu, 1), N(0, 1)),
@@ -191,15 +162,7 @@ class FixedSizeGaussianReplaceOne(Mechanism):
     relations = ("replace_one",)
 
     def __post_init__(self):
-        object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
-        b, n = _check_sizes(self.batch_size, self.dataset_size)
-        object.__setattr__(self, "batch_size", b)
-        object.__setattr__(self, "dataset_size", n)
-        object.__setattr__(self, "sensitivity", V.positive("sensitivity", self.sensitivity))
-
-    @property
-    def sample_rate(self) -> float:
-        return self.batch_size / self.dataset_size
+        self._check_fields()
 
     @property
     def mu(self) -> float:

@@ -141,19 +141,18 @@ class GNMax(_Delegating):
     tight = False
 
     def __post_init__(self):
-        object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
-        object.__setattr__(self, "sensitivity", V.positive("sensitivity", self.sensitivity))
-        if not self.sensitivity / self.sigma <= MAX_MU:
-            # mu^2 / 2 (the RDP slope) and the loss moments overflow beyond this: no finite float bound
-            raise ValueError(f"sigma / sensitivity must be >= {1 / MAX_MU:g} (mu = sensitivity / sigma <= "
-                             f"{MAX_MU:g}), got sigma={self.sigma!r}, sensitivity={self.sensitivity!r}")
+        # the Gaussian pair checks the fields (sigma, sensitivity > 0, mu <= MAX_MU) with the same messages
+        pair = Gaussian(self.sigma, self.sensitivity)
+        object.__setattr__(self, "sigma", pair.sigma)
+        object.__setattr__(self, "sensitivity", pair.sensitivity)
+        object.__setattr__(self, "_pair", pair)
 
     @property
     def mu(self) -> float:
-        return self.sensitivity / self.sigma
+        return self._pair.mu  # type: ignore[attr-defined]
 
     def _inner(self) -> Mechanism:
-        return Gaussian(self.sigma, self.sensitivity)
+        return self._pair  # type: ignore[attr-defined]
 
 
 @register

@@ -36,6 +36,13 @@ def register(cls: type[Mechanism]) -> type[Mechanism]:
     return cls
 
 
+def unregister(cls: type[Mechanism]) -> None:
+    """Remove a class added with :func:`register` (tests and examples clean up with it)."""
+    if _REGISTRY.get(getattr(cls, "name", None)) is not cls:
+        raise ValueError(f"{cls!r} is not registered")
+    del _REGISTRY[cls.name]
+
+
 def _load_entry_points() -> None:
     global _entry_points_loaded
     if _entry_points_loaded:

@@ -5,7 +5,7 @@ formula is re-derived here from the literature / the specs and evaluated with mp
 stated, with another *independent* exact method).  The functions are meant to be compared against
 the library in tests; they favour correctness and clarity over speed.
 
-Conventions (shared with the specs in ``shared/spec``):
+Conventions (those of the library and of ``docs/derivations``):
 
 * privacy loss ``L = log(p/q)`` distributed under ``P``;
 * hockey-stick divergence / privacy profile
@@ -104,7 +104,7 @@ def gaussian_delta(eps, mu, dps=50, as_mpf=False):
 
     delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)     (all real eps)
 
-    Source: Balle & Wang 2018 ("Improving the Gaussian mechanism...", Thm 8); spec 02 section 2.1.
+    Source: Balle & Wang 2018 ("Improving the Gaussian mechanism...", Thm 8).
     The pair is P = N(mu, 1), Q = N(0, 1) (L ~ N(mu^2/2, mu^2) under P).  k-fold composition is the
     same formula with mu -> sqrt(k) mu.  Evaluated with mpmath ``ncdf`` (erfc based) at ``dps`` digits plus
     an adaptive margin, so values like 1e-40 or 1e-300 come out with full relative accuracy.
@@ -162,9 +162,10 @@ def laplace_delta_single(eps, b, sensitivity=1.0, dps=40, as_mpf=False):
 
     Derivation (P-measure of L: atom +a mass 1/2, atom -a mass e^{-a}/2, density e^{(l-a)/2}/4 on (-a, a)):
     for -a <= eps <= a, delta = 1/2 (1 - e^{eps-a}) + int_eps^a (1 - e^{eps-l}) e^{(l-a)/2}/4 dl
-    = 1/2 (1 - e^{eps-a}) + 1/2 (1 - e^{(eps-a)/2})^2 = 1 - e^{(eps-a)/2}.  The formula on [0, a] is the one
-    of spec 02 section 2.2; the extension to [-a, 0) is derived here and checked in the self-tests against
-    a direct quadrature of int (p - e^eps q)_+ dx.  Continuous at eps = -a (value 1 - e^{-a}) and at a.
+    = 1/2 (1 - e^{eps-a}) + 1/2 (1 - e^{(eps-a)/2})^2 = 1 - e^{(eps-a)/2}.  The formula on [0, a] is
+    the one of docs/derivations/laplace.md; the extension to [-a, 0) is derived here and checked in the
+    self-tests against a direct quadrature of int (p - e^eps q)_+ dx.  Continuous at eps = -a (value
+    1 - e^{-a}) and at a.
     """
     with mp.workdps(dps + 10):
         a = mp.mpf(sensitivity) / mp.mpf(b)
@@ -299,7 +300,7 @@ def laplace_delta(eps, b, k, sensitivity=1.0, dps=40, as_mpf=False):
     add and remove coincide.  Method (no FFT, no discretisation):
 
     * The P-measure of one privacy loss is: atom +a (mass 1/2), atom -a (mass e^{-a}/2) and density
-      e^{(l-a)/2}/4 on (-a, a) (spec 02 section 2.2, spec 02b).  It equals e^{l/2} nu(dl) with
+      e^{(l-a)/2}/4 on (-a, a) (docs/derivations/laplace.md).  It equals e^{l/2} nu(dl) with
       nu = e^{-a/2}/4 (2 delta_a + 2 delta_{-a} + 1_{(-a,a)}(l) dl); since e^{l/2} is multiplicative,
       the k-fold P-measure is e^{l/2} nu^{*k}.
     * nu^{*k} is computed exactly (see :func:`_laplace_nu_power`): atoms on the lattice a(2i - k) plus a
@@ -383,7 +384,8 @@ def kov_delta(eps, eps0, delta0, k, dps=50, as_mpf=False):
                                                  / (1 + e^{eps0})^k.
 
     It is the hockey-stick divergence of the k-fold product of the four-point dominating pair
-    P = (delta0, (1-delta0) e^{eps0}/s, (1-delta0)/s, 0), Q = mirror, s = 1 + e^{eps0} (spec 02 sec. 2.8),
+    P = (delta0, (1-delta0) e^{eps0}/s, (1-delta0)/s, 0), Q = mirror, s = 1 + e^{eps0} (Kairouz, Oh &
+    Viswanath 2015),
     and as such is valid for every real eps: term l contributes iff eps < (k - 2l) eps0, so for negative
     eps terms with l >= k/2 appear too; e.g. k = 1 gives
     delta0 + (1-delta0) [(e^{eps0} - e^eps)_+ + (1 - e^{eps+eps0})_+] / (1 + e^{eps0}).
@@ -482,7 +484,7 @@ def subsampled_gaussian_rdp(alpha, q, sigma, dps=60, as_mpf=False):
 
         eps(alpha) = 1/(alpha-1) log sum_{j=0}^{alpha} C(alpha,j) (1-q)^{alpha-j} q^j e^{j(j-1)/(2 sigma^2)}
 
-    Spec 01 R6/R7 (Zhu & Wang 2019, Thm 2.3.2/2.3.4; Mironov, Talwar, Zhang 2019).  This is the forward
+    (Zhu & Wang 2019, Thm 2.3.2/2.3.4; Mironov, Talwar, Zhang 2019).  This is the forward
     divergence D_alpha((1-q)N(0,s^2) + qN(1,s^2) || N(0,s^2)) (binomial expansion of E_Q[(p/q)^alpha]),
     which for the Gaussian is also the worst direction.  Exact integer binomials, ``dps`` digits; log1p of
     the (positive) excess sum over j >= 2 keeps relative accuracy for tiny q.
@@ -514,9 +516,10 @@ def subsampled_gaussian_rdp(alpha, q, sigma, dps=60, as_mpf=False):
 def subsampled_gaussian_rdp_quad(alpha, q, sigma, direction="forward", dps=30, as_mpf=False):
     """Renyi divergences of the Poisson-subsampled Gaussian pair by mpmath quadrature (any real alpha > 1).
 
-    With r(x) = p(x)/q(x) = 1 - q + q exp((2x-1)/(2 sigma^2)) and phi_s the N(0, sigma^2) density:
-      forward / 'remove':  D_alpha(P||Q) = 1/(alpha-1) log int phi_s(x) r(x)^alpha dx        (spec 01 E2)
-      reverse / 'add':     D_alpha(Q||P) = 1/(alpha-1) log int phi_s(x) r(x)^{1-alpha} dx    (spec 01 E1)
+    With r(x) = p(x)/q(x) = 1 - q + q exp((2x-1)/(2 sigma^2)) and phi_s the N(0, sigma^2) density
+    (Mironov, Talwar & Zhang 2019):
+      forward / 'remove':  D_alpha(P||Q) = 1/(alpha-1) log int phi_s(x) r(x)^alpha dx
+      reverse / 'add':     D_alpha(Q||P) = 1/(alpha-1) log int phi_s(x) r(x)^{1-alpha} dx
     where P = (1-q)N(0,s^2) + qN(1,s^2), Q = N(0,s^2).  The integrand of the forward direction peaks near
     x = alpha (tilted Gaussian), so breakpoints include 0, 1/2, 1, alpha/2, alpha and alpha +- 12 sigma.
     """
@@ -553,7 +556,7 @@ def subsampled_gaussian_delta_single(eps, q, sigma, direction="remove", dps=50, 
     """Exact 1-fold profile of the Poisson-subsampled Gaussian pair (sensitivity 1), any real eps.
 
     remove: P = (1-q)N(0,s^2) + qN(1,s^2), Q = N(0,s^2); L(x) = log(1 - q + q e^{(2x-1)/(2s^2)}) increasing,
-      inverse x*(l) = s^2 log((e^l - 1 + q)/q) + 1/2 (spec 02 section 2.6).  For eps <= log(1-q):
+      inverse x*(l) = s^2 log((e^l - 1 + q)/q) + 1/2 (solving L(x) = l).  For eps <= log(1-q):
       delta = 1 - e^eps; else delta = P(X > x*) - e^eps Q(X > x*)
       = q Pbar((x*-1)/s) - (e^eps - 1 + q) Pbar(x*/s).
     add (swap): P = N(0,s^2), Q = mixture, loss -L(x) decreasing; for eps >= -log(1-q): 0; else with
@@ -677,8 +680,9 @@ def _sg_single_step(q, sigma, direction, grid, tail, method):
         the P-side formula E_P[(1 - e^{eps - sum L})_+].  Any r* is valid; it is chosen to minimise the
         mass-weighted rounding loss (minus a 1e-10 float margin), after the cell boundaries were moved once
         so that all r_b are nearly equal.  Per-step error O(grid^2).
-    method 'round' (spec 02 section 3.7): the P-mass of [l_i, l_{i+1}) is rounded up to l_{i+1} (upper) or
-      down to l_i (lower).  Per-step error O(grid), i.e. about k * grid in eps after k steps.
+    method 'round' (docs/derivations/discretised-pld.md, sections 1-2): the P-mass of [l_i, l_{i+1}) is
+      rounded up to l_{i+1} (upper) or down to l_i (lower).  Per-step error O(grid), i.e. about k * grid
+      in eps after k steps.
     Tails: the P-mass beyond the lattice range is <= ``tail`` per side; for the upper bound the high tail
     becomes an atom at +inf (counted fully in delta) and the low tail is rounded up to the first lattice
     point; for the lower bound both are dropped.
@@ -920,8 +924,9 @@ def subsampled_gaussian_delta(eps, q, sigma, k, direction="remove", dps=30, grid
        ``method='split'`` (default): upper = mean-preserving split of each cell onto its end points (a pair
        that dominates the true one), lower = merged cells (a pair dominated by the true one) with losses
        rounded down to a shifted lattice; both errors are O(grid^2) per step, the bracket is ~1e-5
-       relative wide at k = 1000, grid = 1e-5.  ``method='round'`` is spec 02 section 3.7 (P-side
-       rounding up / down; width ~ k * grid in eps, i.e. ~10-30% relative in delta at k = 1000).
+       relative wide at k = 1000, grid = 1e-5.  ``method='round'`` is
+       docs/derivations/discretised-pld.md section 2 (P-side rounding up / down; width ~ k * grid in eps,
+       i.e. ~10-30% relative in delta at k = 1000).
     3. The k-fold convolution is one exponentially tilted FFT (scipy, float64), exact when the support
        fits in 2^20 points, else on a window with Chernoff-bounded tails: aliasing only adds mass (upper
        side) and is bounded by a Chernoff bound on the tilted measure (subtracted on the lower side).
@@ -957,20 +962,27 @@ def subsampled_gaussian_delta(eps, q, sigma, k, direction="remove", dps=30, grid
 # 6. RDP -> (eps, delta) conversions
 # ---------------------------------------------------------------------------------------------------
 
-def _rdp_minimise(obj, alphas, dps):
+def _rdp_minimise(rdp_fn, extra, alphas, dps):
+    """(min over the orders of rdp_fn(alpha) + extra(alpha), the minimising order); (None, None) when the
+    RDP is infinite at every order.  Orders must be > 1."""
+    alphas = [_order(a) for a in alphas]
+    if any(a <= 1 for a in alphas):
+        raise ValueError("orders must be > 1")
     best, best_a = None, None
     with mp.workdps(dps):
         for a in alphas:
-            v = obj(a)
-            if v is None:
+            r = mp.mpf(rdp_fn(a))
+            if not mp.isfinite(r):
                 continue
+            v = r + extra(mp.mpf(a))
             if best is None or v < best:
                 best, best_a = v, a
     return best, best_a
 
 
 def rdp_to_eps_classic(rdp_fn: Callable, delta, alphas: Iterable, dps=50, return_order=False, as_mpf=False):
-    """Classic RDP -> DP conversion (Mironov 2017, Prop. 3; spec 01 R2 eq. (1.1), typo-corrected):
+    """Classic RDP -> DP conversion (Mironov 2017, Prop. 3; with the thesis' indexing typo corrected:
+    docs/derivations/rdp-conversion.md):
 
         eps(delta) = min_{alpha in alphas} rdp_fn(alpha) + log(1/delta)/(alpha - 1)
 
@@ -979,18 +991,7 @@ def rdp_to_eps_classic(rdp_fn: Callable, delta, alphas: Iterable, dps=50, return
     """
     with mp.workdps(dps):
         ld = mp.log(1 / mp.mpf(delta))
-
-    def obj(a):
-        r = mp.mpf(rdp_fn(a))
-        if not mp.isfinite(r):
-            return None
-        am = mp.mpf(a)
-        return r + ld / (am - 1)
-
-    alphas = [_order(a) for a in alphas]
-    if any(a <= 1 for a in alphas):
-        raise ValueError("orders must be > 1")
-    best, best_a = _rdp_minimise(obj, alphas, dps)
+    best, best_a = _rdp_minimise(rdp_fn, lambda am: ld / (am - 1), alphas, dps)
     if best is None:
         best = mp.inf
     res = _out(best, as_mpf)
@@ -998,7 +999,7 @@ def rdp_to_eps_classic(rdp_fn: Callable, delta, alphas: Iterable, dps=50, return
 
 
 def rdp_to_eps_balle(rdp_fn: Callable, delta, alphas: Iterable, dps=50, return_order=False, as_mpf=False):
-    """Improved RDP -> DP conversion of Balle, Barthe, Gaboardi, Hsu, Sato 2020 (Thm 21; spec 01 R2b):
+    """Improved RDP -> DP conversion of Balle, Barthe, Gaboardi, Hsu, Sato 2020 (Thm 21):
 
         eps(delta) = min_alpha rdp_fn(alpha) + log((alpha-1)/alpha) - (log delta + log alpha)/(alpha - 1),
 
@@ -1008,18 +1009,8 @@ def rdp_to_eps_balle(rdp_fn: Callable, delta, alphas: Iterable, dps=50, return_o
     """
     with mp.workdps(dps):
         ld = mp.log(mp.mpf(delta))
-
-    def obj(a):
-        r = mp.mpf(rdp_fn(a))
-        if not mp.isfinite(r):
-            return None
-        am = mp.mpf(a)
-        return r + mp.log((am - 1) / am) - (ld + mp.log(am)) / (am - 1)
-
-    alphas = [_order(a) for a in alphas]
-    if any(a <= 1 for a in alphas):
-        raise ValueError("orders must be > 1")
-    best, best_a = _rdp_minimise(obj, alphas, dps)
+    best, best_a = _rdp_minimise(rdp_fn, lambda am: mp.log((am - 1) / am) - (ld + mp.log(am)) / (am - 1),
+                                 alphas, dps)
     if best is None:
         best = mp.inf
     elif best < 0:

@@ -38,7 +38,8 @@ from scipy import special as _sp
 
 __all__ = ["sg_delta_ref", "sg_eps_ref", "sg_delta_quad1", "sg_delta_mgf", "KNOWN_EPS_T1"]
 
-#: spec 08 section 1 (dp-accounting PLD at grid 1e-5, stable to 6 digits): (q, sigma, T, delta) -> eps,
+#: near-atomic reference table (dp-accounting PLD at grid 1e-5, stable to 6 digits): (q, sigma, T, delta)
+# -> eps,
 #: max over the two directions.
 KNOWN_EPS_T1 = {(0.01, 1.1, 1, 1e-5): 0.142291}
 

@@ -328,8 +328,7 @@ def test_checker_finds_cycles_behind_function_local_imports(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- sources
 # Modules reworked separately in this phase that still cite the project's spec / seed files.
-SPEC_CITATIONS_LEFT = {"conversions/contour.py", "conversions/pld.py", "mechanisms/subsampled.py",
-                       "mechanisms/_poisson_kernels.py"}
+SPEC_CITATIONS_LEFT = {"conversions/contour.py", "mechanisms/subsampled.py", "mechanisms/_poisson_kernels.py"}
 _SPEC = re.compile(r"\b(spec|seed) \d{2,3}\b|shared/(spec|seeds)|\[THESIS", re.I)
 
 

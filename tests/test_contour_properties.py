@@ -1,9 +1,10 @@
-"""Structural properties of the characteristic-function (contour) route (spec 02 section 6, spec 02b).
+"""Structural properties of the characteristic-function (contour) route (Zhu, Dong & Wang 2022;
+conversions.contour).
 
 Every "bracket contains the truth" check uses an independent oracle: the GDP closed form, the exact
 Laplace profile, randomized-response enumeration, the exact single-step subsampled-Gaussian profile, a
-binomial mixture of shifted Gaussian profiles (Gaussian + RR, spec 02 table F) and the closed-form
-subsampled-Laplace values of spec 02 table L.  The remaining tests are identities (monotonicity,
+binomial mixture of shifted Gaussian profiles (Gaussian + RR) and closed-form
+subsampled-Laplace values.  The remaining tests are identities (monotonicity,
 convexity in e^eps, order independence, swap identity, independence of the numerical parameters).
 """
 
@@ -73,7 +74,7 @@ ANALYTIC = [  # (id, parts, eps, oracle)
 
 @pytest.mark.parametrize("case", ANALYTIC, ids=[c[0] for c in ANALYTIC])
 def test_bracket_contains_oracle(case):
-    """lower <= delta_true <= upper for every analytic case (spec 02 section 6.17: honest error bounds)."""
+    """lower <= delta_true <= upper for every analytic case (honest error bounds)."""
     _, parts, eps, oracle = case
     b = _bounds(parts, eps)
     truth = oracle(eps)
@@ -109,7 +110,7 @@ def test_subsampled_gaussian_few_steps_against_fft_oracle():
 
 
 def test_gm_rr_mixture_spec02_table_f():
-    """Spec 02 table F: [GM(sigma=5), RR(p=.52)] x i at eps = 2 (independent binomial-mixture oracle)."""
+    """[GM(sigma=5), RR(p=.52)] x i at eps = 2 (independent binomial-mixture oracle)."""
     eps0 = math.log(0.52 / 0.48)
     for i, spec in ((10, 8.3136397895e-04), (50, 1.5020164212e-01)):
         truth = _gm_rr_delta(2.0, 5.0, eps0, i)
@@ -133,7 +134,8 @@ def _sub_laplace_remove_delta(eps: float, q: float, b: float) -> float:
 
 
 def test_subsampled_laplace_spec02_table_l():
-    """Spec 02 table L (b = 1, gamma = .1, k = 1): the certified brackets of both directions contain the
+    """Closed-form subsampled Laplace (b = 1, gamma = .1, k = 1): the certified brackets of both directions
+    contain the
     closed-form values (printed to 10 digits; the remove ones re-derived here)."""
     from mechanisms import SubsampledLaplace
 
@@ -169,7 +171,8 @@ SHAPE_CASES = [
 
 @pytest.mark.parametrize("case", SHAPE_CASES, ids=[c[0] for c in SHAPE_CASES])
 def test_delta_non_increasing_and_convex_in_exp_eps(case):
-    """delta(eps) is non-increasing; delta as a function of x = e^eps is convex (spec 02 section 6.8);
+    """delta(eps) is non-increasing; delta as a function of x = e^eps is convex (a hockey-stick divergence
+    in e^eps);
     delta in [max(0, 1 - e^eps), 1]."""
     _, parts, grid = case
     acct = _acct(*parts)
@@ -247,8 +250,9 @@ def test_symmetric_pairs_add_equals_remove():
 
 
 def test_swap_identity_subsampled_gaussian():
-    """delta_add(eps) = 1 - e^eps + e^eps delta_rem(-eps) (spec 02 section 1.4 / 6.14), sigma = 1, gamma = .1,
-    k = 20; spec 02 table M: delta_rem(1) = 0.0228490838, delta_add(1) = 0.0007716535."""
+    """delta_add(eps) = 1 - e^eps + e^eps delta_rem(-eps) (the add/remove duality of dominating pairs, Zhu,
+    Dong & Wang 2022), sigma = 1, gamma = .1,
+    k = 20; reference values: delta_rem(1) = 0.0228490838, delta_add(1) = 0.0007716535."""
     parts = [(SubsampledGaussian(sigma=1.0, sample_rate=0.1), 20)]
     assert _bounds(parts, 1.0, "remove").estimate == pytest.approx(0.0228490838, rel=1e-8)
     assert _bounds(parts, 1.0, "add").estimate == pytest.approx(0.0007716535, rel=1e-7)
@@ -262,7 +266,8 @@ def test_swap_identity_subsampled_gaussian():
 
 
 def test_subsampling_limits_and_monotonicity():
-    """q = 0 gives (1 - e^eps)_+; delta is monotone in q, in k and in sigma (spec 02 section 6.13)."""
+    """q = 0 gives (1 - e^eps)_+; delta is monotone in q, in k and in sigma (post-processing and
+    composition)."""
     eps = 0.5
 
     def d(sigma, q, k):
@@ -283,7 +288,7 @@ def test_subsampling_limits_and_monotonicity():
 ], ids=["gauss", "subsampled", "gm+rr"])
 def test_independent_of_numerical_parameters(parts, eps):
     """Different rtol => different line / step / truncation; the rigorous brackets must overlap and the
-    estimates agree within the looser bracket (spec 02b: the result does not depend on c)."""
+    estimates agree within the looser bracket (Cauchy: the result does not depend on the line c)."""
     a = _bounds(parts, eps, rtol=1e-5)
     b = _bounds(parts, eps, rtol=1e-11)
     assert a.lower <= b.upper and b.lower <= a.upper
@@ -331,7 +336,8 @@ def test_independent_of_line_c_with_atoms():
     [(ApproxDP(0.1, 1e-6), 20), (SubsampledGaussian(sigma=1.5, sample_rate=0.05), 100)],
 ], ids=["gauss", "subsampled", "laplace", "rr+gauss", "approx+subsampled"])
 def test_cf_never_worse_than_rdp(parts):
-    """delta_cf(eps) <= delta_rdp-improved(eps) and eps_cf(delta) <= eps_rdp(delta) (spec 02 section 6.9)."""
+    """delta_cf(eps) <= delta_rdp-improved(eps) and eps_cf(delta) <= eps_rdp(delta) (the cf route is tight,
+    the RDP conversion an upper bound)."""
     acct = _acct(*parts)
     for eps in (0.5, 2.0):
         assert acct.delta(eps, method="cf") <= acct.delta(eps, method="rdp") * (1 + 1e-12)
@@ -339,7 +345,7 @@ def test_cf_never_worse_than_rdp(parts):
 
 
 def test_spec02_fig31_and_table_d_numbers():
-    """spec 02: eps_GM(0.3) = 0.276617 (sigma = 1), eps_RR(0.3) = 0.471750 (p = e/(1+e)); table D
+    """Reference values: eps_GM(0.3) = 0.276617 (sigma = 1), eps_RR(0.3) = 0.471750 (p = e/(1+e));
     (delta = 1e-10) sigma = 30, k = 400: 4.2161859486 and sigma = 60, k = 1120: 3.4826741351."""
     assert PrivacyAccountant().compose(Gaussian(sigma=1.0)).epsilon(0.3, method="cf") == pytest.approx(
         0.276617, abs=1e-6)

@@ -1,6 +1,6 @@
 """Issue 2 acceptance: the k-fold Gaussian mechanism through the characteristic-function ("cf") route.
 
-Reference: the exact mu-GDP privacy profile (Balle & Wang 2018, Thm 8; spec 02 section 2.1)
+Reference: the exact mu-GDP privacy profile (Balle & Wang 2018, Thm 8)
 
     delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2),   mu = sqrt(k) Delta / sigma,
 
@@ -125,7 +125,8 @@ def test_auto_route_never_worse_than_cf_and_valid():
 
 @pytest.mark.parametrize("scale", [0.1, 3.7, 1e3])
 def test_sensitivity_scaling(scale):
-    """Results depend only on sigma / Delta (spec 02 P14): Gaussian(c s, c) == Gaussian(s, 1)."""
+    """Results depend only on sigma / Delta (the pair depends on mu = Delta / sigma only): Gaussian(c s, c)
+    == Gaussian(s, 1)."""
     base = _acct(2.0, 50)
     scaled = _acct(2.0 * scale, 50, sensitivity=scale)
     for method in ("cf", "rdp", "rdp_classic", "exact"):
@@ -137,7 +138,8 @@ def test_sensitivity_scaling(scale):
 
 
 def test_heterogeneous_gaussians_equal_single_gdp():
-    """Composing Gaussians with different sigmas is mu-GDP, mu^2 = sum k_j mu_j^2 (spec 02 section 6.2)."""
+    """Composing Gaussians with different sigmas is mu-GDP, mu^2 = sum k_j mu_j^2 (Dong, Roth & Su 2022,
+    Cor. 2)."""
     acct = PrivacyAccountant()
     parts = [(0.7, 3), (2.0, 40), (5.0, 200), (1.3, 1)]
     for s, k in parts:

@@ -55,7 +55,8 @@ def test_laplace_cf_delta_matches_exact_convolution(b, k, eps):
 
 
 def test_laplace_single_closed_form_and_beyond_support():
-    """k = 1: delta = 1 - e^{(eps - a)/2} on [0, a] (spec 02 section 2.2) and 0 beyond a = Delta / b."""
+    """k = 1: delta = 1 - e^{(eps - a)/2} on [0, a] (docs/derivations/laplace.md) and 0 beyond a = Delta /
+    b."""
     acct = _acct(Laplace(scale=2.0), 1)  # a = 0.5
     eps = 0.2
     closed = -math.expm1((eps - 0.5) / 2)
@@ -87,7 +88,7 @@ def test_laplace_cf_epsilon_matches_exact_inverse():
 
 @pytest.mark.parametrize("scale", [7.0])
 def test_laplace_sensitivity_scaling(scale):
-    """Only b / Delta matters (spec 02 P14)."""
+    """Only b / Delta matters (the pair depends on a = Delta / b only)."""
     base = _acct(Laplace(scale=5.0), 100)
     scaled = _acct(Laplace(scale=5.0 * scale, sensitivity=scale), 100)
     for method in ("cf", "rdp", "rdp_classic"):
@@ -213,7 +214,9 @@ def test_split_batches_give_same_certificate():
 # -------------------------------------------------------------------------------- fixed-size batches
 
 def test_sampled_without_replacement_amplification_and_composition():
-    """Spec 01 section 1.3 note: (log(1 + g(e^eps - 1)), g delta) under replace-one; k-fold = KOV."""
+    """Amplification by subsampling of an (eps, delta) block (Balle, Barthe & Gaboardi 2018): (log(1 +
+    g(e^eps - 1)),
+    g delta) under replace-one; k-fold = KOV."""
     from mechanisms import SampledWithoutReplacement
 
     for eps, delta, g in [(2.0, 1e-6, 0.01), (0.5, 0.0, 0.3), (800.0, 1e-9, 1e-3), (1.0, 1e-3, 1.0)]:

@@ -171,7 +171,7 @@ SPEC08 = [s for s in SETS if (s["q"], s["sigma"], s["T"], s["delta"]) == (1e-3, 
 
 @pytest.mark.parametrize("s", SPEC08, ids=_sid)
 def test_spec08_value(s):
-    """spec 08 section 3: sigma = 2, q = 1e-3, T = 1e6, delta = 1e-10 -> eps = 3.323027795 (remove),
+    """High-precision reference: sigma = 2, q = 1e-3, T = 1e6, delta = 1e-10 -> eps = 3.323027795 (remove),
     3.310208557 (add), an mpmath inversion written separately (the live recomputation is in the slow
     suite)."""
     assert round(s["eps"]["remove"], 9) == 3.323027795

@@ -1,4 +1,5 @@
-"""Individual Renyi filters and Ind-KNN (spec 03 sections 2.6, 2.8, 4.6, 7 items 15-20).
+"""Individual Renyi filters and Ind-KNN (Feldman & Zrnic 2021; Zhu et al. 2023;
+docs/derivations/individual-filter.md).
 
 The budget invariant is checked by re-deriving every charge in the test from the released
 quantities and the thesis' formulas (Lemma 5.3.1 / T10), independently of the filter's own state.
@@ -59,7 +60,8 @@ def test_indknn_never_exceeds_budget_1e5_records():
 
 
 def test_indknn_mutations_are_caught():
-    """Spec 03 item 17: the printed Algorithm 5 line 12 and the 'z > 0' active rule overspend."""
+    """docs/derivations/individual-filter.md section 2: the printed Algorithm 5 line 12 and the 'z > 0'
+    active rule overspend."""
     rng = np.random.default_rng(3)
     n, steps, budget, sigma2, tau = 3000, 600, 0.05, 0.6, 0.8
     sigma1 = default_sigma1(steps, budget)
@@ -205,7 +207,8 @@ def test_certificate_depends_only_on_budget():
     (1.0, 1e-6, 1000, 0.01747, 97.68, 0.02436),
 ])
 def test_budget_table_and_round_trip(eps, delta, steps, b_std, sigma1, b_imp):
-    """Spec 03 section 4.6 reference values."""
+    """Reference values of the budget <-> (eps, delta) conversions (docs/derivations/individual-filter.md
+    section 3)."""
     b = budget_for_epsilon(eps, delta)
     assert b == pytest.approx(b_std, abs=6e-6)
     assert default_sigma1(steps, b) == pytest.approx(sigma1, abs=6e-3)
@@ -223,7 +226,8 @@ def test_budget_table_and_round_trip(eps, delta, steps, b_std, sigma1, b_imp):
 
 
 def test_gdp_shortcut_is_not_used():
-    """Spec 03 T11 / item 20: rho-zCDP does not imply the Gaussian profile.  Randomized response with
+    """docs/derivations/individual-filter.md section 3: rho-zCDP does not imply the Gaussian profile.
+    Randomized response with
     eps0 = 1 is 1/2-zCDP yet delta(0) = 0.4621 > 0.3829 (Gaussian mu = 1); the filter certifies by RDP."""
     e0 = mp.mpf(1)
     al = [mp.mpf(1) + mp.mpf(10) ** (-k) for k in range(1, 6)]

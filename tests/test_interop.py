@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import field, make_dataclass
 from typing import Any, NamedTuple
 
 import pytest
@@ -32,65 +32,24 @@ from mechanisms.subsampled import PoissonSubsampled, SubsampledGaussian, Subsamp
 
 
 # ------------------------------------------------------------------ stand-ins (dp-accounting's attributes)
-@dataclass(frozen=True)
-class NoOpDpEvent:
-    pass
+def _standin(name: str, *fields) -> type:
+    """A frozen dataclass with dp-accounting's class name and public fields, defined in this module."""
+    return make_dataclass(name, list(fields), frozen=True, namespace={"__module__": __name__})
 
 
-@dataclass(frozen=True)
-class NonPrivateDpEvent:
-    pass
-
-
-@dataclass(frozen=True)
-class UnsupportedDpEvent:
-    pass
-
-
-@dataclass(frozen=True)
-class GaussianDpEvent:
-    noise_multiplier: float
-
-
-@dataclass(frozen=True)
-class LaplaceDpEvent:
-    noise_multiplier: float
-
-
-@dataclass(frozen=True)
-class RandomizedResponseDpEvent:
-    noise_parameter: float
-    num_buckets: int
-
-
-@dataclass(frozen=True)
-class SelfComposedDpEvent:
-    event: Any
-    count: int
-
-
-@dataclass(frozen=True)
-class ComposedDpEvent:
-    events: list
-
-
-@dataclass(frozen=True)
-class PoissonSampledDpEvent:
-    sampling_probability: float
-    event: Any
-
-
-@dataclass(frozen=True)
-class SampledWithoutReplacementDpEvent:
-    source_dataset_size: int
-    sample_size: int
-    event: Any
-
-
-@dataclass(frozen=True)
-class ZCDpEvent:
-    rho: float
-    xi: float = 0.0
+NoOpDpEvent = _standin("NoOpDpEvent")
+NonPrivateDpEvent = _standin("NonPrivateDpEvent")
+UnsupportedDpEvent = _standin("UnsupportedDpEvent")
+GaussianDpEvent = _standin("GaussianDpEvent", ("noise_multiplier", float))
+LaplaceDpEvent = _standin("LaplaceDpEvent", ("noise_multiplier", float))
+RandomizedResponseDpEvent = _standin("RandomizedResponseDpEvent", ("noise_parameter", float),
+                                     ("num_buckets", int))
+SelfComposedDpEvent = _standin("SelfComposedDpEvent", ("event", Any), ("count", int))
+ComposedDpEvent = _standin("ComposedDpEvent", ("events", list))
+PoissonSampledDpEvent = _standin("PoissonSampledDpEvent", ("sampling_probability", float), ("event", Any))
+SampledWithoutReplacementDpEvent = _standin("SampledWithoutReplacementDpEvent", ("source_dataset_size", int),
+                                            ("sample_size", int), ("event", Any))
+ZCDpEvent = _standin("ZCDpEvent", ("rho", float), ("xi", float, field(default=0.0)))
 
 
 class _GaussianNT(NamedTuple):  # the to_named_tuple() form

@@ -1,6 +1,7 @@
 """conversions.lower_bounds (max-statistic certified lower bounds) against independent references:
 the T <= 3 subsampled-Gaussian reference (tests/reference_subsampled.py), the Gaussian closed form
-(tests/reference.py, mpmath) and the published values of spec 08 section 1."""
+(tests/reference.py, mpmath) and the near-atomic DP-SGD reference table (dp-accounting's pessimistic PLD at
+grid 1e-5, 6 stable digits)."""
 
 import math
 import time
@@ -110,7 +111,7 @@ def test_monotone_in_eps():
         assert all(b <= a for a, b in zip(vals, vals[1:], strict=False))
 
 
-# spec 08 section 1, last column: eps at delta = 1e-5, max over the directions (published, 6 digits)
+# near-atomic reference table (dp-accounting PLD at grid 1e-5): eps at delta = 1e-5, max over the directions
 SPEC08 = [(0.01, 1.1, 1, 0.142291, 1e-6), (0.01, 1.1, 10, 0.254027, 1e-6), (0.01, 1.1, 1000, 0.583837, 1e-6),
           (0.001, 1.0, 100, 0.042935, 1e-6), (0.001, 0.5, 100, 2.09963, 1e-5)]
 
@@ -230,7 +231,8 @@ def test_sum_epsilon_lower_certified(q, sigma, T):
 
 
 def test_sum_better_in_smooth_regime_and_below_library():
-    """T q^2 >> 1: the sum statistic beats the max statistic (spec 08 section 4); both stay below the
+    """T q^2 >> 1: the sum statistic beats the max statistic (docs/derivations/lower-bounds.md); both stay
+    below the
     library's certified upper bound (an independent route: contour integral)."""
     import accountant
 

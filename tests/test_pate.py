@@ -1,4 +1,5 @@
-"""GNSS, data-dependent GNMax RDP, its smooth sensitivity and PATE with generalized PTR (spec 04 3.4-3.5).
+"""GNSS, data-dependent GNMax RDP, its smooth sensitivity and PATE with generalized PTR (Papernot et al. 2018;
+Redberg, Zhu & Wang 2023; docs/derivations/generalized-ptr.md section 6).
 
 Oracles: exact GNMax output probabilities and Renyi divergences by mpmath quadrature; Gaussian Renyi
 divergences by mpmath quadrature; brute-force local sensitivity over the whole vote simplex (C = 3);
@@ -104,7 +105,7 @@ def test_gnss_exact_is_the_supremum(lam, beta, sigma):
 
 
 def test_gnss_reference_values_and_thm23_violation():
-    # spec 04 R-72: sigma = 15, beta = 0.2/alpha: exact / Thm 23 / shortcut
+    # reference values (mpmath): sigma = 15, beta = 0.2/alpha: exact / Thm 23 / shortcut
     for a, ex, t23, sc in ((13.206, 0.05111, 0.09781, 0.06314), (22.0, 0.08203, 0.12126, 0.10222),
                            (42.964, 0.15845, 0.20359, 0.19540)):
         assert float(gnss_rdp_exact([a], 0.2 / a, 15.0)[0]) == pytest.approx(ex, abs=1e-5)
@@ -145,16 +146,18 @@ def test_gnss_properties_and_errors():
 
 
 def test_alg4_parameters_and_lemma55_on_manifold():
-    # spec 04 R-70: (eps_hat, delta) -> (alpha, sigma_s, beta)
+    # reference values of the Alg 4 parameters: (eps_hat, delta) -> (alpha, sigma_s, beta)
     table = (((0.5, 1e-5), (49.824, 17.4053, 0.00401)), ((1.0, 1e-5), (25.412, 8.8451, 0.00787)),
              ((2.0, 1e-5), (13.206, 4.5617, 0.01514)), ((1.0, 1e-6), (30.017, 9.5944, 0.00666)))
     for (eh, d), (al, ss, be) in table:
         p = PATEPTRParameters.from_budget(eh, d)
         assert p.alpha == pytest.approx(al, abs=1e-3) and p.sigma_s == pytest.approx(ss, abs=1e-4)
         assert p.beta == pytest.approx(be, abs=1e-5)
-        assert math.log(2 / d) / (p.alpha - 1) == pytest.approx(eh / 2, rel=1e-12)  # spec 04 section 8, 12
+        # Redberg, Zhu & Wang 2023, Lemma 5.5
+        assert math.log(2 / d) / (p.alpha - 1) == pytest.approx(eh / 2, rel=1e-12)
         assert (3 * p.alpha + 2) / (2 * p.sigma_s**2) == pytest.approx(eh / 2, rel=1e-12)
-        # Lemma 5.5's value holds with the exact GNSS RDP on the manifold (spec 04 R-19)
+        # Lemma 5.5's value holds with the exact GNSS RDP on the manifold
+        # (docs/derivations/generalized-ptr.md section 6)
         g = p.gnss
         assert float(g.rdp([p.alpha])[0]) <= float(g.lemma55_rdp([p.alpha])[0])
         # the certified test epsilon never exceeds the nominal eps_hat
@@ -164,7 +167,7 @@ def test_alg4_parameters_and_lemma55_on_manifold():
 
 @pytest.mark.parametrize("delta_2, ref_fail", [(0.5, 1.96e-2), (0.1, 6.95e-4), (0.01, 5.5e-6)])
 def test_gnss_coverage_by_simulation(delta_2, ref_fail):
-    """P[U < f(X)] <= delta_2 (spec 04 R-74: beta=0.01, sigma's=15, SS=0.37, the MC failure rates)."""
+    """P[U < f(X)] <= delta_2 (reference values: beta=0.01, sigma's=15, SS=0.37, the MC failure rates)."""
     ub = GNSSUpperBound(beta=0.01, sigma_s=15.0, sigma_2=15.0, delta_2=delta_2)
     rng = np.random.default_rng(12)
     n = 2_000_000 if delta_2 == 0.01 else MC
@@ -295,7 +298,7 @@ def test_thm6_bound_vs_exact_divergence(sigma):
 
 
 def test_thm6_reference_values_r51():
-    # spec 04 R-51: (sigma, n, alpha=10): exact / bound.  For (2, (35, 3, 2)) the spec prints exact 0.8229;
+    # reference values (sigma, n, alpha=10): exact / bound.  For (2, (35, 3, 2)) the reference is 0.8229;
     # our quadrature (double and 60-digit mpmath agree) gives 0.82620 (neighbour (36, 2, 2)): the tiny
     # outcome probabilities (~1e-33) need breakpoints at the integrand's bulk.  The bound holds either way.
     for s, n, ex, bd in ((4.0, (30, 5, 0), 0.3437, 0.4550), (8.0, (25, 10, 5), 0.1009, 0.1562),
@@ -390,7 +393,8 @@ def test_smooth_sensitivity_profile_vs_brute_force(k, sigma, alpha):
 
 
 def test_smooth_sensitivity_refused_when_c6_fails():
-    """(K, sigma, alpha) = (30, 3, 8): C6 is false and the profile under-reports (spec 04 P-12)."""
+    """(K, sigma, alpha) = (30, 3, 8): C6 is false and the profile under-reports
+    (docs/derivations/generalized-ptr.md section 6)."""
     k, sigma, alpha = 30, 3.0, 8.0
     c5, c6 = check_conditions(sigma, 3, alpha, k)
     assert c5 and not c6
@@ -451,7 +455,8 @@ def test_pate_ptr_high_and_low_consensus():
 
 
 def test_pate_data_independent_baseline_r61():
-    # spec 04 R-61: T/sigma^2 + 2 sqrt(T log(1/delta))/sigma with T = 100, delta = 1e-5
+    # classic conversion of T Gaussian steps (Mironov 2017, Prop. 3): T/sigma^2 + 2 sqrt(T
+    # log(1/delta))/sigma with T = 100, delta = 1e-5
     grid = [1.3**x for x in (10.0, 11.2, 14.8)]
     want = [5.4487, 3.8733, 1.4396]
     for s, w in zip(grid, want, strict=True):

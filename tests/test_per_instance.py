@@ -1,4 +1,5 @@
-"""Per-instance privacy of objective perturbation and publishable privacy reports (spec 05).
+"""Per-instance privacy of objective perturbation and publishable privacy reports (Redberg & Wang 2021;
+docs/derivations/per-instance.md).
 
 Oracles: the 1-D output density of objective perturbation from its CDF P[theta^P <= t] = Phi(J'(t)/sigma)
 differentiated numerically with mpmath; in d dimensions the change-of-variables density
@@ -76,7 +77,7 @@ def test_expost_formula_vs_1d_density(loss):
             expost_log_ratio([t], Xz, yz, [zx], zy, sigma=sigma, lam=lam, loss=loss, adding=False)
         )
         assert got_rem == pytest.approx(float(mp.log(q_add / p)), abs=1e-8)
-        # symmetry (spec 05 section 11 item 4)
+        # symmetry
         assert got_rem == pytest.approx(-got_add, abs=1e-10)
 
 
@@ -201,7 +202,8 @@ def test_report_properties_and_errors():
     b = report_data_independent(th, zx, zy, sigma=2.0, lam=8.0, rho=0.05, loss="logistic")
     c = report_data_independent(th, zx, zy, sigma=2.0, lam=4.0, rho=0.01, loss="logistic")
     assert b < a < c  # more regularisation / less confidence -> smaller report
-    with pytest.raises(ValueError, match="f''"):  # f'' mubar >= 1 is undefined (spec 05 P-4)
+    # f'' mubar >= 1 is undefined (docs/derivations/per-instance.md section 2)
+    with pytest.raises(ValueError, match="f''"):
         report_data_independent(
             np.zeros(2), np.array([1.0, 0.0]), 1.0, sigma=2.0, lam=0.2, rho=0.05, loss="logistic"
         )
@@ -261,7 +263,8 @@ def test_goe_renyi_equals_gaussian_with_sensitivity_beta_over_sqrt2():
 
 
 def test_goe_quantile_bound_dominates_mc():
-    # spec 05 R-16: conservative bound 6.290/8.085 (d=2), 12.627/14.422 (d=21) at p = 0.05 / 1e-3
+    # reference values (docs/derivations/per-instance.md section 3): conservative bound 6.290/8.085 (d=2),
+    # 12.627/14.422 (d=21) at p = 0.05 / 1e-3
     assert goe_quantile_bound(2, 0.05) == pytest.approx(6.290, abs=1e-3)
     assert goe_quantile_bound(21, 1e-3) == pytest.approx(14.422, abs=1e-3)
     rng = np.random.default_rng(9)
@@ -271,7 +274,7 @@ def test_goe_quantile_bound_dominates_mc():
 
 
 def test_kifer_calibration_and_report_noise():
-    # spec 05 R-05 / R-21: sigma = 10.958 at eps_1 = 1, 54.053 at eps_1 = 0.2 (delta = 1e-6, xi = 1)
+    # reference values: sigma = 10.958 at eps_1 = 1, 54.053 at eps_1 = 0.2 (delta = 1e-6, xi = 1)
     assert objpert_sigma(1.0, 1e-6) == pytest.approx(10.958, abs=1e-3)
     assert objpert_sigma(0.2, 1e-6) == pytest.approx(54.053, abs=1e-3)
     assert objpert_epsilon(objpert_sigma(0.37, 1e-6), 1e-6) == pytest.approx(0.37, rel=1e-12)
@@ -279,13 +282,13 @@ def test_kifer_calibration_and_report_noise():
         objpert_epsilon(10.958, 1e-6, lam=0.1)
     s2, s3 = calibrate_report_noise(0.7, 0.1, 1e-6)
     assert s2 == pytest.approx(5.8863, abs=1e-4) and s3 == pytest.approx(6.4178, abs=1e-4)
-    # spec 05 R-21: conservative GOE(21) quantile at 1 - rho/2 (rho = 1e-6) = 16.783 -> lambda >= 215.4
+    # reference value: conservative GOE(21) quantile at 1 - rho/2 (rho = 1e-6) = 16.783 -> lambda >= 215.4
     assert goe_quantile_bound(21, 0.5e-6) == pytest.approx(16.783, abs=1e-3)
     assert 2 * s3 * goe_quantile_bound(21, 0.5e-6) == pytest.approx(215.4, abs=0.1)
 
 
 def test_individual_costs_zcdp_conversion():
-    # spec 05 R-13: (xi, beta, sigma_2, sigma_3, delta) = (1, 0.25, 2, 1, 1e-6): rho = 0.140625,
+    # reference values: (xi, beta, sigma_2, sigma_3, delta) = (1, 0.25, 2, 1, 1e-6): rho = 0.140625,
     # eps = 2.928317
     rep = release_data_dependent_report(
         np.zeros((1, 2)),

@@ -222,7 +222,8 @@ def test_approx_dp_bracket_contains_kov():
 
 @pytest.mark.parametrize("scale,eps", [(1.0, 0.3), (0.5, 1.0), (2.0, 0.0)])
 def test_laplace_one_use_closed_form(scale, eps):
-    # delta = 1 - e^{(eps - a)/2} on [0, a] (spec 02), checked by mpmath quadrature of the loss measure
+    # delta = 1 - e^{(eps - a)/2} on [0, a] (docs/derivations/laplace.md), checked by mpmath quadrature of
+    # the loss measure
     a = 1.0 / scale
     ref = R.laplace_delta_single(eps, scale)
     quad = mp.mpf(0.5) * (1 - mp.exp(eps - a)) + mp.quad(
@@ -307,7 +308,7 @@ def _eps_single(delta, q, sigma):
     return float((lo + hi) / 2)
 
 
-# (q, sigma, T, reference eps at delta = 1e-5, add/remove max = remove); spec 08 section 1 table
+# (q, sigma, T, reference eps at delta = 1e-5, add/remove max = remove); near-atomic reference table
 # (6 digits; the T = 1 row is recomputed exactly here)
 TABLE = [(0.01, 1.1, 1, None), (0.01, 1.1, 10, 0.271736), (0.001, 1.0, 100, 0.055165),
          (0.001, 0.5, 100, 2.108645)]
@@ -696,7 +697,8 @@ def test_mean_rounding_mixed_gaussian_ledger():
 
 
 def test_mean_rounding_dp_sgd_spec_row_and_contour():
-    # spec 08 table: q = 0.01, sigma = 1.1, T = 1000, delta = 1e-5 -> 1.515362 (6 digits)
+    # near-atomic reference table (dp-accounting PLD at grid 1e-5): q = 0.01, sigma = 1.1, T = 1000, delta
+    # = 1e-5 -> 1.515362 (6 digits)
     from conversions import contour
 
     m = SubsampledGaussian(1.1, 0.01)

@@ -261,7 +261,8 @@ def test_generalized_ptr_test_cost_from_accountant():
 
 
 def test_calibrate_gaussian_mu_matches_analytic_gaussian():
-    # spec 04 R-52 (numerical integration): (eps, sigma) = (0.5, 2) -> 0.05244032, (1, 1) -> 0.1269367
+    # analytic Gaussian mechanism values by numerical integration (Balle & Wang 2018): (eps, sigma) = (0.5,
+    # 2) -> 0.05244032, (1, 1) -> 0.1269367
     assert calibrate_gaussian_mu(0.5, 0.05244032) == pytest.approx(0.5, rel=1e-6)
     assert calibrate_gaussian_mu(1.0, 0.1269367) == pytest.approx(1.0, rel=1e-6)
     assert calibrate_gaussian_mu(2.0, 0.1190192) == pytest.approx(1 / 0.7, rel=1e-6)
@@ -303,7 +304,7 @@ def _mp_eps_delta(t, eps, delta):
 
 
 def test_binary_rnm_loss_reference_values():
-    # spec 04 R-30 (eps = 10): pure 8.208, 9.394, 9.625, 9.824, 9.906, 9.990
+    # docs/derivations/generalized-ptr.md section 4 (eps = 10): pure 8.208, 9.394, 9.625, 9.824, 9.906, 9.990
     # and at delta = 1e-5: 8.208, 9.318, 9.318, 0
     pure = binary_rnm_dd_epsilon([0, 1, 2, 5, 10, 100], 10.0)
     np.testing.assert_allclose(pure, [8.208, 9.394, 9.625, 9.824, 9.906, 9.990], atol=6e-4)
@@ -333,7 +334,8 @@ def test_binary_rnm_loss_vs_mpmath(eps, delta):
 
 
 def test_binary_vote_gen_ptr_exact_profile():
-    """Spec 04 section 3.6 [ours]: eps=2, eps_t=1, eps'=0.5, delta=1e-5, delta_0=1e-6: t_min = 9, max false
+    """Binary vote with generalized PTR (docs/derivations/generalized-ptr.md section 1): eps=2, eps_t=1,
+    eps'=0.5, delta=1e-5, delta_0=1e-6: t_min = 9, max false
     positive 1.84e-6 <= delta/2, exact delta(eps_t + eps') = 6.8e-11 <= certificate 5e-6.
 
     Those two numbers are for the rule "pass iff t^p >= t_min" (floor); the implementation uses the valid
@@ -405,7 +407,8 @@ def _thm_b5_printed(a, test_rdp, eps_a, eps_tilde, dp):
 
 
 @pytest.mark.parametrize("a, dp, lr, et, ea, exact, corrected", [
-    # spec 04 R-80: (alpha, delta', log p/q, eps_tilde, eps(alpha)) -> exact, corrected
+    # docs/derivations/generalized-ptr.md section 3: (alpha, delta', log p/q, eps_tilde, eps(alpha)) ->
+    # exact, corrected
     (10, 1e-5, 1.0, 1.0, 0.1, 0.7210, 0.7210),
     (10, 1e-5, 0.5, 1.0, 0.1, 0.2351, 0.2408),
     (20, 1e-6, 1.0, 0.5, 0.05, 0.7729, 0.7729),
@@ -484,7 +487,7 @@ def test_ptr_renyi_mechanism():
 # ---------------------------------------------------------------------------- mixed ledger
 def test_mixed_certificate_ptr_dpsgd_svt():
     """A PTR release + DP-SGD steps + an SVT compose; the result is within basic composition of the parts
-    (sum of epsilons at the sum of deltas, spec 04 section 4.2 / DP composition) and above each part."""
+    (sum of epsilons at the sum of deltas: basic composition of DP) and above each part."""
     ptr = GeneralizedPTR(epsilon=0.5, delta=1e-7, test_epsilon=0.2, test_delta=1e-7, false_positive=1e-7)
     try:
         from mechanisms.svt import LaplaceSVT

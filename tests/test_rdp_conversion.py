@@ -1,10 +1,13 @@
-"""RDP curves and the RDP -> (eps, delta) conversions (spec 01 R2/R2b/R3/R10, sections 5.2.1 and 5.2.4).
+"""RDP curves and the RDP -> (eps, delta) conversions (Mironov 2017; Balle et al. 2020;
+docs/derivations/rdp-conversion.md and subsampling.md).
 
 What is asserted, and why (the library optimises over *continuous* alpha, the spec tables over integers):
 
 * For a Poisson-subsampled Gaussian the library's fractional-order curve is the linear interpolation of the
-  CGF K(alpha) = (alpha - 1) eps(alpha) between integers (spec 01 R10).  On each integer segment the classic
-  objective (K + log(1/delta)) / (alpha - 1) is then monotone (spec 01 R2, [DERIVED]), so the classic optimum
+  CGF K(alpha) = (alpha - 1) eps(alpha) between integers (docs/derivations/subsampling.md section 2).  On
+  each integer segment the classic
+  objective (K + log(1/delta)) / (alpha - 1) is then monotone (docs/derivations/rdp-conversion.md), so the
+  classic optimum
   over continuous alpha EQUALS the optimum over integer orders: the library must reproduce the integer-grid
   value (never below it, up to the optimiser's tolerance above it) and its order alpha*.
 * For the improved (Balle et al. 2020) rule fractional orders can help slightly, so the library may be <= the
@@ -32,11 +35,11 @@ from scipy.optimize import minimize_scalar
 from accountant import PrivacyAccountant
 from mechanisms import ApproxDP, Gaussian, Laplace, RandomizedResponse, SubsampledGaussian
 
-# -------------------------------------------------------------------------------- spec 01 section 5.2.1
+# -------------------------------------------------------------------------------- RDP reference table
 
 INF = math.inf
 BASE_ORDERS = [1.5, 2, 3, 10, 100, INF]
-BASE_TABLE = {  # spec 01 section 5.2.1 (mpmath 50 digits, 12 significant digits); alpha = 1 (KL) omitted
+BASE_TABLE = {  # mpmath 50 digits, 12 significant digits; alpha = 1 (KL) omitted
     ("laplace", 0.5): [1.43680915841, 1.59577350059, 1.7446023212, 1.92868290154, 1.99304914506, 2.0],
     ("laplace", 1.0): [0.512883511295, 0.619123629999, 0.746828141069, 0.928682902097, 0.993049145063, 1.0],
     ("laplace", 2.0): [0.155977878486, 0.200303896174, 0.271226432307, 0.428690386467, 0.493049145063, 0.5],
@@ -90,7 +93,7 @@ def _segment_min(obj, K, lo, hi, kind, log_delta, steps=400):
     return best
 
 
-# -------------------------------------------------------------------------------- spec 01 section 5.2.4
+# -------------------------------------------------------------------------------- conversion references
 
 # (q, sigma, T, delta, classic value, classic alpha*, Balle value, Balle alpha*, integer window)
 ACCOUNTANT_TABLE = [
@@ -164,7 +167,7 @@ def test_gaussian_row_spec01_5_2_4_continuous(mech):
     assert e_bal == pytest.approx(bal_cont, rel=1e-9) and e_bal >= bal_cont * (1 - 1e-13)
 
 
-# spec 02 table C (delta = 1e-4) and R5 (delta = 0.3): integer-order RDP values -> library <= and
+# reference values (delta = 1e-4 and delta = 0.3): integer-order RDP values -> library <= and
 # >= continuous optimum; R5 values were computed over continuous alpha (match to 1e-6).
 @pytest.mark.parametrize("sigma,k,delta,cls_tab,bal_tab", [
     (50, 100, 1e-4, 0.878598, 0.674014),
@@ -186,7 +189,8 @@ def test_spec02_r5_half_zcdp_at_delta_0_3():
     acct = PrivacyAccountant().compose(Gaussian(sigma=1.0))
     assert acct.epsilon(0.3, method="rdp") == pytest.approx(0.817640, abs=1e-6)
     assert acct.epsilon(0.3, method="rdp_classic") == pytest.approx(2.051756, abs=1e-6)
-    assert acct.epsilon(0.3, method="cf") == pytest.approx(0.276617, abs=1e-6)  # spec 02 R3
+    # the Gaussian profile (Balle & Wang 2018)
+    assert acct.epsilon(0.3, method="cf") == pytest.approx(0.276617, abs=1e-6)
 
 
 def test_typo_counterexample_spec01_r2():
@@ -246,7 +250,7 @@ def test_improved_conversion_never_above_classic(idx, counts, log_delta, eps):
 
 
 def test_rdp_is_additive_under_composition():
-    """Composed RDP curve = sum of the parts (spec 01 R1), at integer and fractional orders."""
+    """Composed RDP curve = sum of the parts (Mironov 2017, Prop. 1), at integer and fractional orders."""
     parts = [(Gaussian(sigma=2.0), 7), (Laplace(scale=3.0), 4),
              (SubsampledGaussian(sigma=1.1, sample_rate=0.01), 50)]
     acct = PrivacyAccountant()

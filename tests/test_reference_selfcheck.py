@@ -1,7 +1,7 @@
 """Fast self-checks of the test oracles in ``tests/reference.py``.
 
 Each oracle is checked against something it does not share code with: closed-form identities, limits,
-brute-force enumeration, direct mpmath quadrature, or values printed in the specs (shared/spec 01, 02).
+brute-force enumeration, direct mpmath quadrature, or separately computed reference values.
 The whole file is meant to run in well under 20 s.
 """
 
@@ -67,11 +67,11 @@ def test_gaussian_epsilon_inverse_and_spec_values():
     for mu, delta in [(1.0, 0.3), (0.2, 1e-4), (2.0, 1e-20), (0.05, 1e-6), (1.0, 0.9)]:
         e = ref.gaussian_epsilon(delta, mu, as_mpf=True)
         assert rel(ref.gaussian_delta(e, mu, as_mpf=True), delta) < 1e-15
-    # spec 02 section 4.1 R3: GM (sigma = 1) is (0.276617, 0.3)-DP
+    # the Gaussian mechanism (sigma = 1) is (0.276617, 0.3)-DP
     assert abs(ref.gaussian_epsilon(0.3, 1.0) - 0.276617) < 1e-6
-    # spec 02 table C (delta = 1e-4): sigma = 50, k = 100 -> mu = 0.2
+    # reference value (delta = 1e-4): sigma = 50, k = 100 -> mu = 0.2
     assert abs(ref.gaussian_epsilon(1e-4, math.sqrt(100) / 50) - 0.601565) < 1e-6
-    # spec 02 table D (delta = 1e-10): sigma = 30, k = 400 -> 4.2161859486; sigma = 60, k = 1120 ->
+    # reference values (delta = 1e-10): sigma = 30, k = 400 -> 4.2161859486; sigma = 60, k = 1120 ->
     # 3.4826741351
     assert abs(ref.gaussian_epsilon(1e-10, 20 / 30) - 4.2161859486) < 1e-9
     assert abs(ref.gaussian_epsilon(1e-10, math.sqrt(1120) / 60) - 3.4826741351) < 1e-9
@@ -94,7 +94,7 @@ def _laplace_single_direct(eps, b, sens=1.0):
 
 
 def test_laplace_single_formula_all_eps():
-    # spec 02 table K (b = 1, k = 1)
+    # Laplace reference values (b = 1, k = 1)
     for e, v in [(0.0, 0.3934693403), (0.5, 0.2211992169), (0.9, 0.0487705755)]:
         assert abs(ref.laplace_delta(e, 1.0, 1) - v) < 1e-10
         assert abs(ref.laplace_delta_single(e, 1.0) - v) < 1e-10
@@ -104,7 +104,7 @@ def test_laplace_single_formula_all_eps():
             d = ref.laplace_delta_single(e, b, as_mpf=True)
             assert rel(d, ref.laplace_delta(e, b, 1, as_mpf=True)) < 1e-35 or abs(d) < 1e-35
             assert abs(d - _laplace_single_direct(e, b)) < 1e-25
-            if 0 <= e <= a:  # spec 02 section 2.2 closed form
+            if 0 <= e <= a:  # docs/derivations/laplace.md closed form
                 assert rel(d, 1 - mp.exp((mp.mpf(e) - a) / 2)) < 1e-30
             if e > a:
                 assert d == 0
@@ -137,7 +137,7 @@ def test_laplace_two_fold_matches_convolution_quadrature():
 
 
 def test_laplace_spec_values_and_structure():
-    # spec 02 table K: k = 10, eps = 2 ~ 0.61284203 (contour limit); k = 50, eps = 2: 0.9945985686
+    # Laplace reference values: k = 10, eps = 2 ~ 0.61284203 (contour limit); k = 50, eps = 2: 0.9945985686
     assert abs(ref.laplace_delta(2.0, 1.0, 10) - 0.61284203) < 1e-8
     assert abs(ref.laplace_delta(2.0, 1.0, 50) - 0.9945985686) < 1e-10
     with mp.workdps(40):
@@ -230,7 +230,7 @@ def test_subsampled_rdp_sum_equals_quadrature():
         rev = ref.subsampled_gaussian_rdp_quad(al, q, s, "reverse")
         assert abs(a - fwd) <= 1e-13 * a
         assert rev <= fwd
-    # spec 01 section 5.2.2 (numint examples and the table)
+    # subsampled-RDP reference values (numerical integration and the table)
     assert abs(ref.subsampled_gaussian_rdp(5, 0.5, 1.0) - 1.657893866) < 1e-9
     assert abs(ref.subsampled_gaussian_rdp_quad(5, 0.5, 1.0, "add") - 0.3105371748) < 1e-10
     assert abs(ref.subsampled_gaussian_rdp(10, 0.01, 1.0) - 0.0382704188949) < 1e-13
@@ -239,15 +239,16 @@ def test_subsampled_rdp_sum_equals_quadrature():
 
 
 def test_subsampled_rdp_fractional_limits_and_interpolation():
-    # spec 01 section 5.2.2: exact fractional orders (sigma = 1, q = 0.1)
+    # exact fractional orders (sigma = 1, q = 0.1)
     for al, v in [(1.5, 0.0117345922), (2.5, 0.02350372726), (7.5, 1.110289509)]:
         assert abs(ref.subsampled_gaussian_rdp_quad(al, 0.1, 1.0) - v) < 1e-9
-    # exact <= linear interpolation of the CGF between integer orders (spec 01 R10)
+    # exact <= linear interpolation of the CGF between integer orders (docs/derivations/subsampling.md)
     al = 2.5
     K2 = 1 * ref.subsampled_gaussian_rdp(2, 0.1, 1.0)
     K3 = 2 * ref.subsampled_gaussian_rdp(3, 0.1, 1.0)
     assert ref.subsampled_gaussian_rdp_quad(al, 0.1, 1.0) <= (0.5 * K2 + 0.5 * K3) / (al - 1)
-    # q = 1 is the plain Gaussian alpha/(2 sigma^2); q = 0 gives 0; small-q asymptotics (spec 01 R12)
+    # q = 1 is the plain Gaussian alpha/(2 sigma^2); q = 0 gives 0; small-q asymptotics (Mironov, Talwar &
+    # Zhang 2019)
     assert abs(ref.subsampled_gaussian_rdp(9, 1.0, 2.0) - 9 / 8) < 1e-15
     assert ref.subsampled_gaussian_rdp(9, 0.0, 2.0) == 0.0
     q, s, al = 1e-7, 1.0, 4
@@ -347,7 +348,7 @@ def test_subsampled_bracket_gaussian_limit():
 
 @pytest.mark.parametrize(
     "q,k,eps,direction,value",
-    [  # spec 02 section 4.2 table H fixtures (sigma = 2)
+    [  # AFA / FFT fixtures (sigma = 2)
         (0.01, 1000, 0.5, "remove", 1.211789744e-04),
         (0.01, 1000, 1.0, "remove", 3.99184962e-10),
         (0.01, 1000, 0.5, "add", 6.546790408e-05),
@@ -362,7 +363,7 @@ def test_subsampled_bracket_spec_fixtures(q, k, eps, direction, value):
 
 
 def test_subsampled_bracket_spec_table_m():
-    # spec 02 section 4.2 M (sigma = 1, q = 0.1, k = 20, eps = 1)
+    # reference values (sigma = 1, q = 0.1, k = 20, eps = 1)
     for d, value in (("remove", 0.0228490838), ("add", 0.0007716535)):
         lo, hi = ref.subsampled_gaussian_delta(1.0, 0.1, 1.0, 20, d, grid=5e-5)
         assert lo - 5e-11 <= value <= hi + 5e-11  # the spec prints 10 digits

@@ -112,7 +112,8 @@ def test_within_fft_bracket(T):
 
 
 def test_known_value_spec08():
-    """spec 08 section 1: q = 0.01, sigma = 1.1, T = 1, delta = 1e-5 -> eps = 0.142291 (6 digits, max over
+    """Near-atomic reference table (dp-accounting PLD at grid 1e-5): q = 0.01, sigma = 1.1, T = 1, delta =
+    1e-5 -> eps = 0.142291 (6 digits, max over
     the directions; the remove direction is the larger)."""
     e = R.sg_eps_ref(1e-5, 1.1, 0.01, 1, "max")
     assert round(e, 6) == 0.142291

@@ -1,8 +1,8 @@
 """Every regime: near-atomic DP-SGD (few steps at small sample rates), monotone certificates, minimal
 calibration, and extreme inputs that must answer (never hang, never an unsound number).
 
-References are independent of the code under test: the values of spec 08 section 1 (dp-accounting's
-pessimistic PLD at grid 1e-5, stable to 6 digits, and an exact T = 1 computation), the spec's
+References are independent of the code under test: the near-atomic DP-SGD reference table (dp-accounting's
+pessimistic PLD at grid 1e-5, stable to 6 digits, and an exact T = 1 computation), a separately computed
 high-precision value at sigma = 2, q = 1e-3, T = 1e6, delta = 1e-10, and invariants (the true epsilon is
 monotone in steps, sample rate and 1/sigma).
 """
@@ -16,7 +16,8 @@ import pytest
 
 from accountant import AccuracyWarning, PrivacyAccountant, calibrate_sigma, max_sample_rate, max_steps
 
-# (q, sigma, T, delta, reference eps) from spec 08 section 1 (add/remove: max of both directions)
+# (q, sigma, T, delta, reference eps) from the near-atomic reference table (add/remove: max of both
+# directions)
 SPEC08 = [
     (0.01, 1.1, 1, 1e-5, 0.142291),
     (0.01, 1.1, 10, 1e-5, 0.271736),
@@ -44,7 +45,8 @@ def test_near_atomic_brackets_contain_the_reference_and_are_narrow(q, sigma, ste
 
 
 def test_contour_regime_keeps_the_contour_and_the_spec_value():
-    """sigma=2, q=1e-3, T=1e6, delta=1e-10: true eps 3.323027795 (remove; spec 08 section 3, mpmath).
+    """sigma=2, q=1e-3, T=1e6, delta=1e-10: true eps 3.323027795 (remove; an mpmath inversion written
+    separately).
     dp-accounting's pessimistic PLD at grid 1e-4 gives 3.30336 there -- below our certified lower bound,
     i.e. not an upper bound (the peer's failure, confirmed by the independent value)."""
     c = _cert(1e-3, 2.0, 10**6, 1e-10)

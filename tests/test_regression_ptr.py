@@ -1,4 +1,5 @@
-"""Private linear regression by one posterior sample with generalized PTR (spec 04 section 3.2).
+"""Private linear regression by one posterior sample with generalized PTR (Redberg, Zhu & Wang 2023;
+docs/derivations/generalized-ptr.md section 5).
 
 Oracles: the exact privacy profile (hockey-stick divergence) between the two OPS posteriors of
 neighbouring datasets -- closed form for 1-D Gaussians with different variances (checked against mpmath
@@ -73,7 +74,8 @@ def _neighbours_1d(x, y, grid=9):
 
 
 def _printed_thm51(gamma, lam, lmin, lip, bx, delta):
-    """Seed 000 Thm 5.1 as printed/reconstructed in spec 04 section 3.2 (NOT sound, see below)."""
+    """Thm 5.1 of Redberg, Zhu & Wang 2023 as printed (NOT sound: docs/derivations/generalized-ptr.md
+    section 5)."""
     ls = lam + lmin
     ld = math.log(2 / delta)
     return (
@@ -363,7 +365,8 @@ def test_ops_ptr_end_to_end():
     assert m.test_epsilon == pytest.approx(0.5, rel=1e-9) and m.total_delta == pytest.approx(2e-6)
     acct = PrivacyAccountant().compose(m)
     assert acct.epsilon(2.0001e-6) <= m.total_epsilon + 1e-9
-    assert m.relation == "add_remove"  # the OPS analysis is for add/remove neighbours (spec 04 P-15)
+    # the OPS analysis is for add/remove neighbours (docs/derivations/generalized-ptr.md section 8)
+    assert m.relation == "add_remove"
     with pytest.raises(ValueError, match="replace_one"):
         PrivacyAccountant(relation="replace_one").compose(m)
     # infeasible budget -> bottom, same certificate structure

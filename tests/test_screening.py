@@ -1,9 +1,10 @@
-"""Noisy screening, Poisson-subsampled screening, GNMax and Private-kNN (spec 03).
+"""Noisy screening, Poisson-subsampled screening, GNMax and Private-kNN (Zhu, Yu & Wang 2020;
+docs/derivations/noisy-screening.md).
 
 Every curve is checked against an independent computation: mpmath evaluation of the binary Renyi
 divergence over the candidate set built here from scratch, brute-force enumeration of all Poisson
 subsets of tiny kNN datasets, mpmath quadrature of the subsampled-Gaussian divergence, and the
-reference values printed in spec 03 (sections 3, 4.1, 4.2, 5.3).  No oracle imports the
+golden values from separate high-precision computations (not the library's code).  No oracle imports the
 implementation's helpers.
 """
 
@@ -33,7 +34,7 @@ from mechanisms.screening import (
     subsampled_screening_rdp,
 )
 
-CIFAR = dict(sigma=85.0, threshold=210.0, k=300)  # Fig. 4.5 / CIFAR-10 configuration (spec 03 5.1)
+CIFAR = dict(sigma=85.0, threshold=210.0, k=300)  # thesis Fig. 4.5 / CIFAR-10 configuration
 
 
 # --------------------------------------------------------------------------- independent oracles
@@ -70,7 +71,8 @@ def mp_screening_rdp(alpha, sigma, thr, k, t_min, dps=40, thesis_set=False):
 
 
 def mp_subsampled_screening_rdp(alpha, sigma, thr, k, gamma, t_min=0, dps=40):
-    """Spec 03 section 4.2 on feasible pairs: both directions between Bern(q), Bern((1-g) q + g p)."""
+    """docs/derivations/noisy-screening.md section 2 on feasible pairs: both directions between Bern(q),
+    Bern((1-g) q + g p)."""
     with mp.workdps(dps):
         g = mp.mpf(gamma)
         best = mp.mpf(0)
@@ -85,8 +87,8 @@ def mp_subsampled_screening_rdp(alpha, sigma, thr, k, gamma, t_min=0, dps=40):
         return best
 
 
-# --------------------------------------------------------------------------- golden values (spec 03)
-GOLDEN_41 = {  # k=300, c=10, T=210, sigma=85, t_min = ceil(k/c) = 30; spec 03 section 4.1
+# ------------------------------------------------------------------- golden values (separate computations)
+GOLDEN_41 = {  # k=300, c=10, T=210, sigma=85, t_min = ceil(k/c) = 30; data-independent curve
     1.5: 6.6085202687e-05, 2: 8.8113280084e-05, 4: 1.7623031769e-04, 8: 3.5250233257e-04,
     16: 7.0531872337e-04, 32: 1.4132805765e-03, 64: 2.8481771503e-03, 128: 5.8824619905e-03,
     256: 1.3371310976e-02, 1000: 2.5139974623e-02, math.inf: 2.9212578744e-02,
@@ -94,7 +96,8 @@ GOLDEN_41 = {  # k=300, c=10, T=210, sigma=85, t_min = ceil(k/c) = 30; spec 03 s
 
 
 def test_golden_table_thesis_range():
-    """Spec 03 section 4.1 golden values.  They were computed with the thesis' printed set, which
+    """Golden values of the data-independent curve (docs/derivations/noisy-screening.md section 1).  They
+    were computed with the thesis' printed set, which
     includes the infeasible partner t_min - 1; our feasible-pair curve equals them for alpha <= 128
     and is (validly) slightly smaller above, where the boundary pair (30, 29) is the thesis' argmax."""
     m = NoisyScreening.thesis_range(num_classes=10, **CIFAR)
@@ -120,7 +123,7 @@ def test_golden_strict_range_and_data_dependent():
     big = m.rdp(np.array([1000.0, math.inf]))
     assert np.all(big <= [2.7953e-02 * (1 + 2e-4), 3.2957e-02 * (1 + 2e-4)])
     assert np.all(big >= [0.99 * 2.7953e-02, 0.99 * 3.2957e-02])
-    # unchanged below alpha = 256 (spec 03 section 4.1)
+    # unchanged below alpha = 256 (docs/derivations/noisy-screening.md section 1)
     al = np.array([2.0, 8.0, 32.0, 128.0])
     np.testing.assert_allclose(m.rdp(al), [GOLDEN_41[a] for a in (2, 8, 32, 128)], rtol=2e-10)
     dd = m.rdp_data_dependent(8.0, [30, 100, 150, 200, 209, 210, 211, 250, 300])
@@ -132,7 +135,7 @@ def test_golden_strict_range_and_data_dependent():
     assert dd[6] == pytest.approx(dd[4], rel=1e-12)
 
 
-GOLDEN_42 = {  # gamma = 0.25, same config, t_min = 30; spec 03 section 4.2
+GOLDEN_42 = {  # gamma = 0.25, same config, t_min = 30; subsampled screening
     2: (5.5073074707e-06, 5.5073074706e-06, 8.6510802899e-06),
     8: (2.2031503029e-05, 2.2031896068e-05, 3.4609710813e-05),
     32: (8.8170854917e-05, 8.8179261640e-05, 1.3852515986e-04),
@@ -151,7 +154,7 @@ def test_golden_subsampled_forms():
 
 
 def test_fig45_four_curves_at_8192_queries():
-    """Thesis Fig. 4.5 end points (delta = 1e-5, standard conversion): spec 03 section 5.3."""
+    """Thesis Fig. 4.5 end points (delta = 1e-5, standard conversion), recomputed separately."""
     n, d = 8192, 1e-5
 
     def eps(curve):
@@ -174,7 +177,7 @@ def test_fig45_four_curves_at_8192_queries():
 
 
 def test_table41_private_knn_recomputation():
-    """Spec 03 section 5.3, Table 4.1 recomputation (screen = T1, aggregation Delta^2 = 2 and 1)."""
+    """Thesis Table 4.1, recomputed (screen = T1, aggregation Delta^2 = 2 and 1)."""
     cases = [  # k, T, sigma1, sigma2, gamma, m, A, delta, eps(D^2=2), eps(D^2=1)
         (300, 180, 75, 25, 0.15, 1000, 735, 1e-5, 1.163, 0.834),
         (800, 480, 200, 60, 0.03, 6000, 2939, 1e-6, 0.208, 0.151),
@@ -295,7 +298,8 @@ def test_bruteforce_knn_never_exceeds_bound():
 
 
 def test_thesis_range_violated_under_subsampling():
-    """Spec 03 P2: with t_min = ceil(k/c) the bound fails on a subsample with < k records."""
+    """docs/derivations/noisy-screening.md section 1: with t_min = ceil(k/c) the bound fails on a subsample
+    with < k records."""
     data = [(0.309670053476339, 0, 0)]
     new = (0.10811930596651731, 0, 1)
     x, k, c, gamma, sigma, thr = 0.948895493130273, 3, 2, 0.7, 0.5, 2.5

@@ -1,7 +1,8 @@
-"""Liu-Talwar private selection (spec 07): every guarantee is checked against exact output laws.
+"""Liu-Talwar private selection (Liu & Talwar 2019; docs/derivations/private-selection.md): every guarantee
+is checked against exact output laws.
 
 The oracle below computes the output distribution of each algorithm from first principles in
-mpmath (40-60 digits, which avoids the catastrophic cancellation of spec 07 P1), on enumerated toy
+mpmath (40-60 digits, which avoids the catastrophic cancellation of the float formulas), on enumerated toy
 instances: candidate oracles Q(D), Q(D') on a few totally ordered outcomes that are extreme
 eps1-DP pairs (likelihood ratios e^{+-eps1} with one balancing atom) or arbitrary pairs whose exact
 (eps1, delta1) is computed by the hockey-stick divergence.  The oracle is validated against a
@@ -83,7 +84,7 @@ def hockey(a, b, eps):
 
 
 def extreme_pair(rng, n, eps):
-    """Random eps-DP pair (P, Q): ratios e^{+-eps} except one balancing atom (spec 07 lt_pairs)."""
+    """Random eps-DP pair (P, Q): ratios e^{+-eps} except one balancing atom."""
     while True:
         p = [mp.mpf(rng.random()) ** 3 + mp.mpf(10) ** (-rng.randint(0, 8)) for _ in range(n)]
         s = sum(p)
@@ -153,7 +154,8 @@ def test_random_stopping_never_exceeds_3eps1():
                                               (1.0, "1e-4", "1e-2", "1e-6", 2.99128),
                                               (1.0, "1e-7", "1e-4", "1e-10", 2.99913)])
 def test_random_stopping_3eps1_is_needed(eps, p, p0, g, ref):
-    """Spec 07 section 3.3 near-worst construction: the log-ratio approaches 3 eps1."""
+    """docs/derivations/private-selection.md section 1, near-worst construction: the log-ratio approaches 3
+    eps1."""
     e = mp.e ** mp.mpf(eps)
     p, p0 = mp.mpf(p), mp.mpf(p0)
     d = [1 - p - p0, p, p0]  # worse, the output, better
@@ -161,7 +163,7 @@ def test_random_stopping_3eps1_is_needed(eps, p, p0, g, ref):
     assert max_log_ratio(d, dp) <= mp.mpf(eps) * (1 + mp.mpf(10) ** -30)
     law_d, law_dp = law_best_of(d, geometric_pgf(g)), law_best_of(dp, geometric_pgf(g))
     r = mp.log(law_d[1] / law_dp[1]) / eps
-    assert float(r) == pytest.approx(ref, abs=1e-5)  # spec 07 section 3.3 values
+    assert float(r) == pytest.approx(ref, abs=1e-5)  # values of the same construction computed in mpmath
     assert r <= random_stopping_guarantee(eps, float(g)).epsilon / eps
 
 
@@ -191,7 +193,7 @@ def test_truncation_steps_condition_and_bounds():
             guar = truncated_random_stopping_guarantee(1.0, g, t)
             assert guar.epsilon <= 3.0 + math.log((1 + e0) / (1 - e0)) + 1e-12 <= 3.0 + 3 * e0
             assert guar.delta == 0.0 and guar.max_calls == t
-    assert truncation_steps(0.1, 0.1) == 99  # spec 07 section 3.6
+    assert truncation_steps(0.1, 0.1) == 99  # docs/derivations/private-selection.md section 3
     assert truncation_steps(0.001, 0.01) == 22067
 
 
@@ -255,7 +257,8 @@ def test_truncated_delta_equals_bad_draw_probability(d1, g, t):
 
 
 def test_hard_stop_magnitudes_vs_paper():
-    """Spec 07 section 3.5: the paper's Thm 3.4 gives delta = 1.955e-3 here; the corrected bound ~1e-6."""
+    """docs/derivations/private-selection.md section 2: the paper's Thm 3.4 gives delta = 1.955e-3 here;
+    the corrected bound ~1e-6."""
     g = hard_stop_guarantee(0.5, 1e-12, 0.01, 1e-6)
     assert g.epsilon == 1.5 and g.delta <= 1.001e-6
     paper_delta = math.sqrt(2e-12) * math.log(1e6) / 0.01 + 1e-6
@@ -287,7 +290,7 @@ def test_known_threshold_pure_within_bound():
         r = max_log_ratio(law_known_threshold(p, above, g, t), law_known_threshold(q, above, g, t))
         assert r <= bound * (1 + 1e-12)
         worst = max(worst, float(r) / eps)
-    assert worst > 1.9  # the factor 2 is essentially attained (spec 07 section 3.1: 1.9915)
+    assert worst > 1.9  # the factor 2 is essentially attained (1.9915 in this configuration)
 
 
 def test_known_threshold_epsilon0_vs_paper_condition():
@@ -296,7 +299,8 @@ def test_known_threshold_epsilon0_vs_paper_condition():
             t = known_threshold_steps(g, e0)
             assert t >= math.log(2 / e0) / g and t >= 1 + 1 / (math.e * g)
             assert known_threshold_epsilon0(g, t) <= e0
-    assert known_threshold_epsilon0(0.1, 14) == pytest.approx(0.2598, abs=1e-4)  # spec 07 3.1
+    # docs/derivations/private-selection.md section 4
+    assert known_threshold_epsilon0(0.1, 14) == pytest.approx(0.2598, abs=1e-4)
     assert known_threshold_epsilon0(0.01, 300) == pytest.approx(0.0503, abs=1e-4)
     assert known_threshold_epsilon0(0.3, None) == 0.0
 
@@ -323,7 +327,7 @@ def test_known_threshold_approx_candidates():
 
 # --------------------------------------------------------------------------- plug-ins
 def rr_rdp(alpha, eps):
-    """Independent closed form of the RDP of binary randomized response (spec 07 section 5)."""
+    """Independent closed form of the RDP of binary randomized response (Mironov 2017, Table II)."""
     a = mp.mpf(alpha)
     e = mp.mpf(eps)
     return mp.log((mp.sinh(a * e) - mp.sinh((a - 1) * e)) / mp.sinh(e)) / (a - 1)

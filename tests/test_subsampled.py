@@ -2,14 +2,16 @@
 
 Independent references (``tests/reference.py`` and the mpmath code below):
 
-* ``subsampled_gaussian_rdp``: exact integer-order RDP, exact binomials in mpmath (spec 01 R7);
+* ``subsampled_gaussian_rdp``: exact integer-order RDP, exact binomials in mpmath (Zhu & Wang 2019;
+Mironov, Talwar & Zhang 2019);
 * ``subsampled_gaussian_rdp_quad``: both Renyi divergences (remove = D(P||Q), add = D(Q||P)) at real alpha by
   mpmath quadrature;
 * ``_mgf_quad`` (here): E_P[e^{sL}] of both dominating pairs at complex s by mpmath quadrature;
 * ``subsampled_gaussian_delta``: a rigorous [lower, upper] bracket of the k-fold privacy profile from an
   independent lattice discretisation + FFT (no characteristic function);
 * ``rdp_to_eps_balle``: the improved RDP conversion over a finite list of integer orders;
-* spec values: spec 01 sections 5.2.2 / R10, spec 02 section 4.2 table H and its delta fixtures.
+* reference values: the subsampled-RDP table (mpmath) and the AFA / FFT fixtures of Zhu, Dong & Wang 2022
+  (sigma = 2), with their delta fixtures.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ def test_rdp_matches_exact_integer_formula(q, sigma):
     np.testing.assert_allclose(got, want, rtol=1e-8, atol=0)
 
 
-SPEC01_TIGHT = [  # spec 01 section 5.2.2, Gaussian rows (tight L(alpha)), (sigma, q, alpha, value)
+SPEC01_TIGHT = [  # subsampled-RDP reference table, Gaussian rows (tight L(alpha)), (sigma, q, alpha, value)
     (1.0, 0.001, 2, 1.71828035221e-6), (1.0, 0.001, 10, 8.78532529337e-6), (1.0, 0.001, 100, 43.0224694152),
     (1.0, 0.01, 3, 2.64637574585e-4), (1.0, 0.01, 10, 0.0382704188949), (1.0, 0.01, 32, 11.246275937),
     (1.0, 0.1, 10, 2.44281637338), (1.0, 0.5, 2, 0.357374019509), (1.0, 0.5, 10, 4.22997371075),
@@ -94,7 +96,7 @@ def test_rdp_monotone_in_q(sigma):
 
 
 @pytest.mark.parametrize("q,sigma,alpha,fwd,rev", [
-    (0.5, 1.0, 5, 1.657893866, 0.3105371748),   # spec 01 section 5.2.2 (numerically integrated divergences)
+    (0.5, 1.0, 5, 1.657893866, 0.3105371748),   # numerically integrated divergences
     (0.01, 0.7, 12, 7.221075957, 0.001893946114),
     (0.1, 2.0, 4.5, None, None),
     (0.9, 0.8, 3.0, None, None),
@@ -113,7 +115,7 @@ def test_add_direction_below_remove_and_below_library(q, sigma, alpha, fwd, rev)
 
 
 @pytest.mark.parametrize("q,sigma,alpha,exact_spec,interp_spec", [
-    (0.1, 1.0, 1.5, 0.0117345922, 0.01703686324),   # spec 01 section 5.2.2 / R10
+    (0.1, 1.0, 1.5, 0.0117345922, 0.01703686324),   # numerically integrated
     (0.1, 1.0, 2.5, 0.02350372726, 0.02682048795),
     (0.1, 1.0, 7.5, 1.110289509, 1.132062427),
     (0.01, 2.0, 3.3, None, None),
@@ -121,7 +123,8 @@ def test_add_direction_below_remove_and_below_library(q, sigma, alpha, fwd, rev)
     (0.003, 1.1, 17.2, None, None),
 ])
 def test_fractional_alpha_interpolation_is_upper_bound(q, sigma, alpha, exact_spec, interp_spec):
-    """Exact (quadrature) divergences at fractional alpha <= the library's CGF interpolation (spec 01 R10)."""
+    """Exact (quadrature) divergences at fractional alpha <= the library's CGF interpolation
+    (docs/derivations/subsampling.md section 2)."""
     lib = float(SubsampledGaussian(sigma=sigma, sample_rate=q).rdp(alpha)[()])
     d_rem = ref.subsampled_gaussian_rdp_quad(alpha, q, sigma, "remove")
     d_add = ref.subsampled_gaussian_rdp_quad(alpha, q, sigma, "add")
@@ -230,7 +233,7 @@ def test_dpsgd_settings_cf_tight_and_below_rdp(q, sigma, T):
     assert auto.method == "cf" and auto.epsilon == cf.epsilon
 
 
-# spec 02 section 4.2 table H (sigma = 2, delta = 1e-5): (gamma, k, AFA remove, FFT remove, AFA add, FFT add)
+# AFA / FFT reference values (sigma = 2, delta = 1e-5): (gamma, k, AFA remove, FFT remove, AFA add, FFT add)
 TABLE_H = [
     (0.01, 100, 0.189794, (0.189544, 0.190044), 0.155229, (0.154979, 0.155479)),
     (0.01, 200, 0.269126, (0.268626, 0.269626), 0.232468, (0.231968, 0.232968)),
@@ -260,7 +263,8 @@ def test_spec02_table_h(gamma, k, afa_rem, fft_rem, afa_add, fft_add):
     assert cert.epsilon == pytest.approx(afa_rem, abs=1.5e-6)
 
 
-# spec 02 table H delta fixtures (sigma = 2): (gamma, k, eps, delta_remove, delta_add, rel. tolerance of add)
+# delta fixtures of the same settings (sigma = 2): (gamma, k, eps, delta_remove, delta_add, rel. tolerance
+# of add)
 DELTA_FIXTURES = [
     (0.01, 1000, 0.5, 1.211789744e-04, 6.546790408e-05, 1e-8),
     (0.01, 1000, 1.0, 3.99184962e-10, 6.3313e-12, 1e-4),

@@ -1,4 +1,4 @@
-"""Poisson-subsampled Laplace: both dominating pairs, spec 02 table L, and a regression for the
+"""Poisson-subsampled Laplace: both dominating pairs, closed-form reference values, and a regression for the
 scaled-contour underflow that once lost the exact atom part (it reported eps = 0 for the add pair)."""
 
 import math
@@ -9,7 +9,7 @@ from accountant import PrivacyAccountant
 from conversions.contour import ComposedPLD, delta_bounds, epsilon_bounds
 from mechanisms import Laplace, PoissonSubsampled, SubsampledLaplace
 
-# spec 02 section 4.2 table L: b = 1, gamma = 0.1, k = 1 (closed-form references)
+# b = 1, gamma = 0.1, k = 1: closed-form references (mpmath)
 TABLE_L = [(0.05, 0.0254013898, 0.0082179484), (0.10, 0.0131218309, 0.0)]
 
 

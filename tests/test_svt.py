@@ -1,5 +1,6 @@
-"""Sparse vector technique plug-ins (spec 06): soundness against exact output distributions, reference
-values of the spec, errata guards, properties, composition, registry and CLI.
+"""Sparse vector technique plug-ins (Zhu & Wang 2020; Lyu, Su & Li 2017; docs/derivations/sparse-vector.md):
+soundness against exact output distributions, separately computed reference values, errata guards,
+properties, composition, registry and CLI.
 
 The oracles below are independent of the implementation: they compute the exact output distribution
 of (non-adaptive) SVT runs by Gauss-Legendre quadrature over the threshold noise (numpy/scipy only), or
@@ -256,7 +257,7 @@ def test_random_capped_instances_dominate_exact(s1, ratio, thr, kmax, seed):
 
 # ================================================================ tightness anchor and pure-DP values
 def test_laplace_svt_c1_pure_bound_attained_on_spec_instance():
-    # spec 06 §3.1: eps1 = 0.1, eps2 = 0.2, T = 0, kmax = 60; D': all queries 0; D: -1 x 59 then +1;
+    # SVT reference values: eps1 = 0.1, eps2 = 0.2, T = 0, kmax = 60; D': all queries 0; D: -1 x 59 then +1;
     # transcript bottom^59 top has Pr_D' = 1/3660 and log-ratio eps1 + eps2 exactly.
     m = LaplaceSVT(0.1, 0.2, max_length=60)
     assert m.pure_epsilon == pytest.approx(0.3, abs=1e-15)
@@ -283,7 +284,7 @@ def test_laplace_svt_c1_pure_bound_attained_on_spec_instance():
 def test_laplace_pure_values_and_lemma713():
     assert LaplaceSVT(0.1, 0.2, cutoff=5).pure_epsilon == pytest.approx(0.1 + 5 * 0.2)
     assert LaplaceSVT(0.1, 0.2, cutoff=5, resample=True).pure_epsilon == pytest.approx(5 * 0.3)
-    lam1 = 210 / math.sqrt(2)  # spec 06 §10 table: Laplace-SVT c = 1, lambda2 = 2 lambda1
+    lam1 = 210 / math.sqrt(2)  # SVT reference values: Laplace-SVT c = 1, lambda2 = 2 lambda1
     m = GeneralizedSVT("laplace", lam1, "laplace", 2 * lam1)
     assert round(m.pure_epsilon, 4) == 0.0135
     assert GaussianSVT(1.0, 2.0, max_length=5).pure_epsilon == math.inf
@@ -302,9 +303,9 @@ def test_laplace_rdp_and_rr_rdp_against_mpmath():
 
         ref = mp.log(mp.quad(f, [-mp.inf, 0, 1, mp.inf])) / (al - 1)
         assert laplace_rdp([a], 1.0 / b)[0] == pytest.approx(float(ref), rel=1e-10, abs=1e-13)
-    assert laplace_rdp([2.0], 1.0)[0] == pytest.approx(0.619124, abs=1e-6)  # spec 06 §1
+    assert laplace_rdp([2.0], 1.0)[0] == pytest.approx(0.619124, abs=1e-6)  # Mironov 2017, Table II
     assert laplace_rdp([7.0], 2.0)[0] == pytest.approx(1.896827, abs=1e-6)
-    for e, a, ref in [(1.0, 2.0, 0.735326), (3.0, 10.0, 2.994601)]:  # spec 06 §3.9
+    for e, a, ref in [(1.0, 2.0, 0.735326), (3.0, 10.0, 2.994601)]:  # SVT reference values
         sinh = mp.log((mp.sinh(a * e) - mp.sinh((a - 1) * e)) / mp.sinh(e)) / (a - 1)
         assert rr_rdp([a], e)[0] == pytest.approx(float(sinh), rel=1e-12)
         assert rr_rdp([a], e)[0] == pytest.approx(ref, abs=1e-6)
@@ -314,7 +315,7 @@ def test_laplace_rdp_and_rr_rdp_against_mpmath():
 
 
 def test_log_binom_sum_and_output_space_size():
-    for kmax, c, size in [(6, 2, 22), (8, 2, 37), (8, 3, 93)]:  # spec 06 §2.2
+    for kmax, c, size in [(6, 2, 22), (8, 2, 37), (8, 3, 93)]:  # SVT reference values
         assert len(_outputs(kmax, c)) == size
         assert math.exp(log_binom_sum(kmax, c)) == pytest.approx(size, rel=1e-13)
     for n in (1, 7, 50, 200):
@@ -334,7 +335,7 @@ def test_log_moment_qplus_against_mpmath_and_spec():
                          (3.0, 1.0, math.sqrt(3), 2.0), (-2.0, 1.0, 1.5, 1.5), (1000.0, 210.0, 420.0, 1.9)]:
         ours, ref = log_moment_qplus(t, s1, s2, g), _mp_log_moment(t, s1, s2, g)
         assert ref <= ours <= ref + 1e-8 * max(1.0, abs(ref)), (t, s1, s2, g, ours, ref)
-    # spec 06 §3.4 values (sigma1 = 1, sigma2 = 2, T = 1): 3.688, 7.921, 13.186, 36.754
+    # SVT reference values (sigma1 = 1, sigma2 = 2, T = 1): 3.688, 7.921, 13.186, 36.754
     for g, ref in [(2.0, 3.688), (3.0, 7.921), (3.5, 13.186), (3.9, 36.754)]:
         assert round(log_moment_qplus(1.0, 1.0, 2.0, g), 3) == ref
     assert log_moment_qplus(1.0, 1.0, 2.0, 4.0) == math.inf  # gamma >= sigma2^2/sigma1^2
@@ -357,7 +358,7 @@ def test_log_normal_survival_kernel_against_mpmath():
 
 
 def test_log_moment_gamma1_against_monte_carlo_of_stopping_time():
-    # E[K] with K = number of queries until the first top, all queries 0 (spec 06 §3.4 cross-check)
+    # E[K] with K = number of queries until the first top, all queries 0 (a cross-check of the values above)
     rng = np.random.default_rng(7)
     n = 200_000
     for t, ref in [(0.0, 2.4139), (1.0, 4.4112), (2.0, 10.2279)]:
@@ -376,13 +377,14 @@ def _classic(fn, delta):
 
 
 def test_spec_table_gaussian_svt_capped_71():
-    # spec 06 §10: Delta = 1, delta = 1e-6, sigma1 = 210, sigma2 = 420, thesis conversion rule
+    # SVT reference values: Delta = 1, delta = 1e-6, sigma1 = 210, sigma2 = 420, thesis conversion rule
     for k, ref in [(10, 0.0384), (100, 0.0409), (1000, 0.0434), (10_000, 0.0457), (100_000, 0.0480)]:
         assert round(_classic(GaussianSVT(210, 420, max_length=k).rdp, 1e-6), 4) == ref
 
 
 def test_spec_remark_723_capped_closed_form():
-    # eps = rho + 2 sqrt(2 rho log(1/delta)) when log(kmax + 1) = log(1/delta) (spec 06 §3.3)
+    # eps = rho + 2 sqrt(2 rho log(1/delta)) when log(kmax + 1) = log(1/delta)
+    # (docs/derivations/sparse-vector.md section 1)
     for s1, ref in [(10.0, 1.0613), (30.0, 0.3515)]:
         m = GaussianSVT(s1, 2 * s1, max_length=999_999)
         rho = 1 / (2 * s1**2) + 2 / (2 * s1) ** 2
@@ -390,7 +392,7 @@ def test_spec_remark_723_capped_closed_form():
         eps = _classic(m.rdp, 1e-6)
         assert round(eps, 4) == ref
         assert eps == pytest.approx(closed, rel=1e-7)
-    # spec 06 §3.2 example of the raw (7.1) bound: sigma1 = 1, sigma2 = 2, kmax = 400, alpha = 10
+    # SVT reference values, an example of the raw (7.1) bound: sigma1 = 1, sigma2 = 2, kmax = 400, alpha = 10
     assert GaussianSVT(1, 2, max_length=400).rdp_bounds([10.0])["7.1"][0] == pytest.approx(10.6660, abs=1e-4)
 
 
@@ -403,14 +405,14 @@ def test_errata_remark_728_printed_closed_form_under_reports():
     b = math.log(1e6) + math.log(sum(math.comb(1000, j) for j in range(11)))
     assert eps == pytest.approx(rho_c + 2 * math.sqrt(rho_c * b), rel=1e-7)
     printed = rho_c + math.sqrt(2 * rho_c * (math.log(1e6) + math.log(10 * math.comb(1000, 10))))
-    # (spec 06 §3.7 quotes 1.4018 for the printed form; with log(c C(kmax, c)) it is 1.40165)
+    # (the printed form gives 1.4018; with log(c C(kmax, c)) it is 1.40165)
     assert printed == pytest.approx(1.4018, abs=3e-4) and eps > printed + 0.5
     m2 = GaussianSVT(50, 100, cutoff=50, max_length=10_000)
     assert round(_classic(m2.rdp, 1e-8), 4) == 3.6814
 
 
 def test_errata_qplus_moment_exceeds_thesis_closed_form():
-    # spec 06 §3.4 / P1 / P2: gamma = 2, sigma2 = sqrt(3) sigma1, T = 0
+    # docs/derivations/sparse-vector.md section 2: gamma = 2, sigma2 = sqrt(3) sigma1, T = 0
     ours = log_moment_qplus(0.0, 1.0, math.sqrt(3.0), 2.0)
     closed = math.log(1 + 2 * math.sqrt(3) * math.pi)  # Prop 7.2.5 closed form at T = 0
     assert round(ours, 4) == 2.5622 and ours > closed + 0.08
@@ -453,8 +455,8 @@ def _indep_qplus_raw(alpha, s1, s2, thr, sens=1.0):
 
 
 def test_spec_qplus_reference_values():
-    # spec 06 §10: sigma1 = 210, sigma2 = 420, T = 1000; the spec's gamma search was coarse, so the
-    # implementation must be <= those values and >= the independent continuous minimum over gamma.
+    # SVT reference values: sigma1 = 210, sigma2 = 420, T = 1000; the reference's gamma search was coarse,
+    # so the implementation must be <= those values and >= the independent continuous minimum over gamma.
     m = GaussianSVT(210, 420, nonnegative=True, threshold=1000)
     raw = m.rdp_bounds(np.array([2.0, 5.0, 10.0, 30.0]))["7.2"]
     for a, r, ref in zip([2.0, 5.0, 10.0, 30.0], raw, [6.1619, 1.5418, 0.6873, 0.2195], strict=True):
@@ -468,7 +470,7 @@ def test_spec_qplus_reference_values():
 
 
 def test_spec_laplace_svt_composition_comparison():
-    # spec 06 §3.9: m units, eps1 = eps2 = 0.05 (pure 0.1 per unit), delta = 1e-6, thesis rule
+    # SVT reference values: m units, eps1 = eps2 = 0.05 (pure 0.1 per unit), delta = 1e-6, thesis rule
     unit = LaplaceSVT(0.05, 0.05)
     for m, sinh_ref, r73_ref in [(100, 5.5771, 7.6558), (1000, 21.5131, 59.4402)]:
         assert round(_classic(lambda a, m=m: m * unit.rdp_bounds(a)["rr"], 1e-6), 4) == sinh_ref
@@ -504,7 +506,7 @@ def test_kov_against_brute_force_and_spec():
         assert kov_delta(eps0, d0, m, eps) == pytest.approx(ref, rel=1e-10, abs=1e-15)
     assert kov_delta(0.7, 1e-5, 1, 0.7) == pytest.approx(1e-5, rel=1e-12)  # m = 1 returns (eps0, delta0)
     assert kov_epsilon(0.7, 1e-5, 1, 1e-5) == pytest.approx(0.7, rel=1e-9)
-    assert round(kov_epsilon(0.1, 0.0, 10, 1e-6), 4) == 0.9994  # spec 06 §3.8
+    assert round(kov_epsilon(0.1, 0.0, 10, 1e-6), 4) == 0.9994  # SVT reference values
     assert round(kov_epsilon(0.1, 0.0, 100, 1e-6), 4) == 4.7746
     for m in (1, 5, 20, 80):
         drv = math.sqrt(2 * m * math.log(1e6)) * 0.1 + m * 0.1 * math.expm1(0.1)
@@ -517,7 +519,8 @@ def test_kov_against_brute_force_and_spec():
 
 def test_stagewise_svt_spec_values_and_accountant():
     common = dict(nonnegative=True, threshold=1000, resample=True, stage_rule="classic")
-    # spec 06 §3.8 Thm 7.2.10 hybrid: c = 100, delta = 1e-6; c' = 1 with 20% of delta to the stages: 2.7748
+    # SVT reference values, Thm 7.2.10 hybrid: c = 100, delta = 1e-6; c' = 1 with 20% of delta to the
+    # stages: 2.7748
     m = StageWiseSVT("gaussian", 210, "gaussian", 420, 100, 1, 0.2e-6 / 100, **common)
     assert m.stages == 100 and m.infinite_loss_mass == pytest.approx(0.2e-6, rel=1e-6)
     eps = m.epsilon(1e-6)
@@ -759,7 +762,7 @@ def test_bad_input_other_classes():
 
 # ================================================================================ calibration
 def test_calibration_reproduces_spec_and_is_safe():
-    # spec 06 §4: Delta = 1, c = 10 units, eps = 1, delta = 1e-6, thesis rule
+    # SVT reference values: Delta = 1, c = 10 units, eps = 1, delta = 1e-6, thesis rule
     for kmax, ref in [(100, 49.18), (10_000, 65.24), (1_000_000, 78.10)]:
         m = calibrate_gaussian_svt(1.0, 1e-6, cutoff=10, resample=True, max_length=kmax, rule="classic")
         assert m.sigma1 == pytest.approx(ref, abs=0.006) and m.sigma2 == pytest.approx(2 * m.sigma1)

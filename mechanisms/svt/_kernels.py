@@ -141,6 +141,25 @@ def _dell(z: float, t: float, s1: float, s2: float, g: float) -> float:  # pragm
 
 
 @njit(cache=True)
+def _trapezoid_side(zs, step, t, s1, s2, g, lmax, drop, nmax, s_all, s_even):  # pragma: no cover - compiled
+    """Walk the nodes zs + i step, i = 1, 2, ..., adding e^{l - lmax} to ``s_all`` (every node) and to
+    ``s_even`` (even i), and stop at an even index once l is below lmax - drop (or at i = nmax).
+    Returns (last i, e^{l - lmax} at the last node, s_all, s_even)."""
+    i = 0
+    li = lmax
+    while True:
+        i += 1
+        li = _ell(zs + i * step, t, s1, s2, g)
+        v = math.exp(li - lmax)
+        s_all += v
+        if i % 2 == 0:
+            s_even += v
+            if li < lmax - drop or i >= nmax:
+                break
+    return i, math.exp(li - lmax), s_all, s_even
+
+
+@njit(cache=True)
 def log_moment_qplus(t: float, s1: float, s2: float, g: float) -> float:  # pragma: no cover - compiled
     """Upper bound on log M_g, M_g = int N(z; 0, s1^2) (1 - Phi((t + z)/s2))^{-g} dz.
 
@@ -187,35 +206,9 @@ def log_moment_qplus(t: float, s1: float, s2: float, g: float) -> float:  # prag
     h = 0.25 * s1
     drop = 60.0
     nmax = 200000
-    # right side (i = 1, 2, ...), stop at an even index once below the cut
-    s_all = 1.0  # node i = 0 (value e^{l - lmax} = 1), even
-    s_even = 1.0
-    i = 0
-    lr = lmax
-    while True:
-        i += 1
-        lr = _ell(zs + i * h, t, s1, s2, g)
-        v = math.exp(lr - lmax)
-        s_all += v
-        if i % 2 == 0:
-            s_even += v
-            if lr < lmax - drop or i >= nmax:
-                break
-    nr = i
-    fr = math.exp(lr - lmax)
-    j = 0
-    ll = lmax
-    while True:
-        j += 1
-        ll = _ell(zs - j * h, t, s1, s2, g)
-        v = math.exp(ll - lmax)
-        s_all += v
-        if j % 2 == 0:
-            s_even += v
-            if ll < lmax - drop or j >= nmax:
-                break
-    nl = j
-    fl = math.exp(ll - lmax)
+    # node i = 0 (value e^{l - lmax} = 1, even), then the right side, then the left side
+    nr, fr, s_all, s_even = _trapezoid_side(zs, h, t, s1, s2, g, lmax, drop, nmax, 1.0, 1.0)
+    nl, fl, s_all, s_even = _trapezoid_side(zs, -h, t, s1, s2, g, lmax, drop, nmax, s_all, s_even)
     # trapezoid: end nodes get weight 1/2
     t_h = h * (s_all - 0.5 * (fr + fl))
     t_2h = 2.0 * h * (s_even - 0.5 * (fr + fl))

@@ -295,6 +295,30 @@ class _SVTBase(AtomicMechanism):
 
     _plan: _Plan
 
+    def _scales(self) -> tuple[float, float]:
+        """(threshold noise scale, query noise scale): Laplace scale b or Gaussian sigma."""
+        return self.threshold_scale, self.query_scale
+
+    def _set_up(self, positives: tuple[str, ...]) -> None:
+        """Check the fields (``positives`` > 0, then the shared ones) and derive the evaluation plan from
+        the noise families (``threshold_noise``, ``query_noise``) and :meth:`_scales`."""
+        for nm in positives:
+            object.__setattr__(self, nm, V.positive(nm, getattr(self, nm)))
+        _check_common(self)
+        if hasattr(self, "nonnegative"):
+            _check_qplus_fields(self)
+        ts, qs = self._scales()
+        object.__setattr__(self, "_plan", _build_plan(
+            self.threshold_noise, ts, self.query_noise, qs, self.sensitivity, self.cutoff, self.resample,
+            self.max_length, getattr(self, "nonnegative", False), getattr(self, "threshold", None)))
+
+    def as_generalized(self) -> GeneralizedSVT:
+        """The same mechanism as a :class:`GeneralizedSVT`."""
+        ts, qs = self._scales()
+        return GeneralizedSVT(self.threshold_noise, ts, self.query_noise, qs, self.sensitivity, self.cutoff,
+                              self.resample, self.max_length, getattr(self, "nonnegative", False),
+                              getattr(self, "threshold", None))
+
     # ------------------------------------------------------------------ curves
     def rdp(self, alpha) -> np.ndarray:
         """RDP upper bound: min over the valid curves of their monotone envelopes, times the unit count.
@@ -417,13 +441,7 @@ class GeneralizedSVT(_SVTBase):
             v = getattr(self, nm)
             if v not in NOISES:
                 raise ValueError(f"{nm} must be one of {NOISES}, got {v!r}")
-        object.__setattr__(self, "threshold_scale", V.positive("threshold_scale", self.threshold_scale))
-        object.__setattr__(self, "query_scale", V.positive("query_scale", self.query_scale))
-        _check_common(self)
-        _check_qplus_fields(self)
-        object.__setattr__(self, "_plan", _build_plan(
-            self.threshold_noise, self.threshold_scale, self.query_noise, self.query_scale, self.sensitivity,
-            self.cutoff, self.resample, self.max_length, self.nonnegative, self.threshold))
+        self._set_up(("threshold_scale", "query_scale"))
 
 
 @register
@@ -459,14 +477,11 @@ class LaplaceSVT(_SVTBase):
     max_length: int | None = None
 
     name = "laplace_svt"
+    threshold_noise: ClassVar[str] = "laplace"
+    query_noise: ClassVar[str] = "laplace"
 
     def __post_init__(self):
-        object.__setattr__(self, "epsilon1", V.positive("epsilon1", self.epsilon1))
-        object.__setattr__(self, "epsilon2", V.positive("epsilon2", self.epsilon2))
-        _check_common(self)
-        object.__setattr__(self, "_plan", _build_plan(
-            "laplace", self.threshold_scale, "laplace", self.query_scale, self.sensitivity, self.cutoff,
-            self.resample, self.max_length, False, None))
+        self._set_up(("epsilon1", "epsilon2"))
 
     @property
     def threshold_scale(self) -> float:
@@ -477,11 +492,6 @@ class LaplaceSVT(_SVTBase):
     def query_scale(self) -> float:
         """Laplace scale of the query noise, 2 Delta / eps2."""
         return 2.0 * self.sensitivity / self.epsilon2
-
-    def as_generalized(self) -> GeneralizedSVT:
-        """The same mechanism as a :class:`GeneralizedSVT`."""
-        return GeneralizedSVT("laplace", self.threshold_scale, "laplace", self.query_scale, self.sensitivity,
-                              self.cutoff, self.resample, self.max_length)
 
 
 @register
@@ -520,17 +530,11 @@ class GaussianSVT(_SVTBase):
     threshold: float | None = None
 
     name = "gaussian_svt"
+    threshold_noise: ClassVar[str] = "gaussian"
+    query_noise: ClassVar[str] = "gaussian"
 
     def __post_init__(self):
-        object.__setattr__(self, "sigma1", V.positive("sigma1", self.sigma1))
-        object.__setattr__(self, "sigma2", V.positive("sigma2", self.sigma2))
-        _check_common(self)
-        _check_qplus_fields(self)
-        object.__setattr__(self, "_plan", _build_plan(
-            "gaussian", self.sigma1, "gaussian", self.sigma2, self.sensitivity, self.cutoff, self.resample,
-            self.max_length, self.nonnegative, self.threshold))
+        self._set_up(("sigma1", "sigma2"))
 
-    def as_generalized(self) -> GeneralizedSVT:
-        """The same mechanism as a :class:`GeneralizedSVT`."""
-        return GeneralizedSVT("gaussian", self.sigma1, "gaussian", self.sigma2, self.sensitivity, self.cutoff,
-                              self.resample, self.max_length, self.nonnegative, self.threshold)
+    def _scales(self) -> tuple[float, float]:
+        return self.sigma1, self.sigma2
