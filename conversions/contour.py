@@ -45,7 +45,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import brentq
 
 from mechanisms.base import Mechanism, check_direction
 
@@ -648,18 +647,22 @@ class _Grid:
         lm = np.empty((n_j, s.size), dtype=complex)
         for j, v in enumerate(pld.log_mgf_j(s, log_a, log_c)):
             lm[j] = v
-        la = np.zeros((n_j, s.size if log_a is not None else 1), dtype=complex)
-        if log_a is not None:
+        # R = M - A - F in one pass (rounding is relative to the terms' moduli, not the difference)
+        self.r_re, self.r_im = np.empty(s.size), np.empty(s.size)
+        counts = np.asarray(pld._counts, dtype=float)
+        if pld.has_atoms:
+            la = np.zeros((n_j, s.size), dtype=complex)
             for j, v in enumerate(log_a):
                 la[j] = v
-        lc = np.zeros((n_j, s.size if log_c else 1), dtype=complex)
-        for j, v in (log_c or {}).items():
-            lc[j] = v
-        coefs, fmult, emult = pld.term_matrices
-        # R = M - A - F in one pass (rounding is relative to the terms' moduli, not the difference)
-        self.r_re, self.r_im, mag_max, sum_kern, sum_kern_mag = grid_assemble(
-            lm, np.asarray(pld._counts, dtype=float), bool(pld.has_atoms), la, lc, coefs, fmult, emult,
-            float(self.shift), float(c), self.t)
+            lc = np.zeros((n_j, s.size if log_c else 1), dtype=complex)
+            for j, v in (log_c or {}).items():
+                lc[j] = v
+            mag_max, sum_kern, sum_kern_mag = grid_assemble(
+                lm, counts, float(self.shift), float(c), self.t, self.r_re, self.r_im, la, lc,
+                *pld.term_matrices)
+        else:  # (no atoms: no closed-form terms either; the kernel without its atoms part)
+            mag_max, sum_kern, sum_kern_mag = grid_assemble(
+                lm, counts, float(self.shift), float(c), self.t, self.r_re, self.r_im)
         self.sum_kern = sum_kern * self.h / math.pi
         self.sum_kern_mag = sum_kern_mag * self.h / math.pi
         self.log_env_u = pld.log_env_r(c, self.u_trunc)
@@ -1210,6 +1213,8 @@ def _solve(pld, delta, up_fn, lo_fn, hi: float, details, slope: float) -> Epsilo
         elif eps_up - a <= 4.1e-9 * max(1.0, eps_up):
             eps_lo = a  # a bracket of relative width <= 4e-9 already: refining it is not worth the calls
         else:
+            from scipy.optimize import brentq  # (imported here: rarely needed, slow to import)
+
             eps_lo = brentq(f_lo, a, eps_up, xtol=1e-13 * max(1.0, eps_up), rtol=1e-15, maxiter=300)
             step = 1e-14 * max(1.0, eps_lo)
             while eps_lo > 0 and f_lo(eps_lo) < 0.0:

@@ -151,8 +151,9 @@ def sg_envelope(c: float, q: float, mu: float, add: bool, dx: float, xcut: float
     """t -> log of a bound on |M(c + it')| for all |t'| >= t, for the subsampled Gaussian (0 < q < 1) or,
     with ``part`` >= 0, for one part of its split P-measure (see :class:`SubsampledGaussian`'s
     ``log_envelope_fn`` for the bound; the same construction on the part's weighted density)."""
-    log_mc, tv_norm, v_fine, *scale_and_range = sg_envelope_constants(c, q, mu, add, dx, 1 << 14,
-                                                                      xcut, tau, part)
+    hist = np.zeros(1 << 13)
+    log_mc, tv_norm, v_fine, gmax, total, u_min, b, x_first, x_last = sg_envelope_constants(
+        c, q, mu, add, dx, xcut, tau, part, np.zeros(1 << 14), hist)
     if not math.isfinite(tv_norm):
         # the loss density's total variation overflowed (tiny sigma: the density in the loss variable
         # exceeds e^700 near log(1 - q)); keep only the trivial bound |M(c + it)| <= M(c)
@@ -161,22 +162,21 @@ def sg_envelope(c: float, q: float, mu: float, add: bool, dx: float, xcut: float
         v_fine = 0.0  # V >= 0 always holds (a smaller V only weakens the bound)
     tv_norm *= 1.1
     t_max = 2.0 * tv_norm / 1.1
-    hist = sg_loss_histogram(c, q, mu, add, dx, 1 << 13, *scale_and_range, xcut, tau, part)
-    edges, v_band = _curvature_bands(*hist, t_max)
+    edges, v_band = _curvature_bands(u_min, b, hist, total, t_max)
     if part >= 0:
         # a split part's tilted law can hold its bulk in a few bins of the full-range histogram (a
         # narrow core next to a tail reaching the cut): a second, fine histogram over the bulk's window
         # (pairs outside it dropped, which only lowers V) resolves it; per band the larger V holds
-        window = _bulk_window(*hist)
+        window = _bulk_window(u_min, b, hist, total)
         if window is not None:
-            gmax, total, _, _, x_first, x_last = scale_and_range
             # walk only the outputs x whose loss falls in the window (the loss is monotone in x)
             xs = sorted(_x_of_loss(-u if add else u, q, mu) for u in window)
             x_a, x_b = max(x_first, xs[0] - dx), min(x_last, xs[1] + dx)
             if x_a < x_b:
-                fine = sg_loss_histogram(c, q, mu, add, dx, 1 << 13, gmax, total, *window, x_a, x_b,
-                                         xcut, tau, part)
-                edges, v_band = _merge_bands(edges, v_band, *_curvature_bands(*fine, t_max))
+                fine = np.zeros(1 << 13)
+                b_fine = sg_loss_histogram(c, q, mu, add, dx, gmax, *window, x_a, x_b, xcut, tau, part, fine)
+                edges, v_band = _merge_bands(edges, v_band,
+                                             *_curvature_bands(window[0], b_fine, fine, total, t_max))
     v_band = 0.9 * np.maximum(v_band, v_fine)
     with np.errstate(over="ignore", invalid="ignore"):  # t^2 V beyond float range: near bound 0
         curv = np.where(v_band > 0.0, np.r_[0.0, edges[:-1]] ** 2 * v_band, 0.0)
@@ -280,8 +280,9 @@ class SubsampledGaussian(Mechanism):
             # remove: the Gaussian pair; add: the swapped Gaussian pair has the same loss law
             return s * (s + 1.0) * (mu**2 / 2.0)
         flat = s.ravel()
-        re, im = sg_log_mgf(np.ascontiguousarray(flat.real), np.ascontiguousarray(flat.imag), q, mu,
-                            direction == "add", self._dx(), _SPAN, 0.0, 1.0, -1)
+        re, im = np.empty(flat.size), np.empty(flat.size)
+        sg_log_mgf(np.ascontiguousarray(flat.real), np.ascontiguousarray(flat.imag), q, mu,
+                   direction == "add", self._dx(), _SPAN, 0.0, 1.0, -1, re, im)
         return (re + 1j * im).reshape(s.shape)
 
     def total_variation(self, direction: str = "remove") -> float:
@@ -348,7 +349,8 @@ class SubsampledGaussian(Mechanism):
         return m, err, lo, hi
 
     def log_envelope_fn(self, c: float, direction: str = "remove"):
-        """t -> log of a bound on |M(c + it')| for all |t'| >= t (see sg_envelope_constants).
+        """t -> log of a bound on |M(c + it')| for all |t'| >= t (see :func:`sg_envelope` and
+        ``_poisson_kernels.sg_envelope_constants``).
 
         With X, X' iid from the e^{cL}-tilted loss law and 1 - cos y >= 2 y^2 / pi^2 on |y| <= pi,
         |M(c+it)|^2 / M(c)^2 = E cos(t (X - X')) <= 1 - 2 t^2 V(r) / pi^2
@@ -466,7 +468,8 @@ class SubsampledGaussianPart(Mechanism):
         if flat.size > 1 and np.all(flat.real == flat[0].real):  # nodes on one line: the line kernel
             re, im = sg_part_line_log_mgf(float(flat[0].real), np.ascontiguousarray(flat.imag), *args)
         else:
-            re, im = sg_log_mgf(np.ascontiguousarray(flat.real), np.ascontiguousarray(flat.imag), *args)
+            re, im = np.empty(flat.size), np.empty(flat.size)
+            sg_log_mgf(np.ascontiguousarray(flat.real), np.ascontiguousarray(flat.imag), *args, re, im)
         return (re + 1j * im).reshape(s.shape)
 
     def log_mgf_real(self, c: float, direction: str = "remove") -> float:
