@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mechanisms.base import Mechanism, check_direction
+from mechanisms.base import Mechanism, check_direction, cost_hint, envelope_cost
 
 from . import atoms as atoms_mod
 from . import pieces as pieces_mod
@@ -167,6 +167,7 @@ class ComposedPLD:
         self.direction = direction
         self.entries = [(m, int(k)) for m, k in entries if int(k) > 0]
         self._counts = [k for _, k in self.entries]
+        self._costs = [cost_hint(m) for m, _ in self.entries]  # (t, c, direction) -> cost per point
         for m, _ in self.entries:
             if not m.pld_available:
                 raise ValueError(f"{m.describe()} has no privacy-loss distribution")
@@ -318,9 +319,9 @@ class ComposedPLD:
         if self._work_left < 0.0 or time.monotonic() > self._deadline:
             raise WorkLimitReached("the characteristic-function route reached its per-query work limit")
 
-    def work(self, u: float, h: float) -> float:
-        """Estimated cost of evaluating the composed MGF at the nodes 0, h, ..., u."""
-        return (u / h + 1.0) * sum(m.mgf_cost(u) for m, _ in self.entries)
+    def work(self, u: float, h: float, c: float = 0.0) -> float:
+        """Estimated cost of evaluating the composed MGF at the nodes c + i t, t = 0, h, ..., u."""
+        return (u / h + 1.0) * sum(cost(u, c, self.direction) for cost in self._costs)
 
     # ------------------------------------------------------------------ MGF pieces
     def log_mgf_j(self, s: np.ndarray, log_a: list[np.ndarray] | None = None,
@@ -342,7 +343,8 @@ class ComposedPLD:
                 flat, parts = s.ravel(), []
                 for i in range(0, flat.size, _EVAL_CHUNK):
                     chunk = flat[i:i + _EVAL_CHUNK]
-                    self._charge(chunk.size * m.mgf_cost(float(np.max(np.abs(chunk.imag)))))
+                    t_c = float(np.max(np.abs(chunk.imag))), float(np.max(np.abs(chunk.real)))
+                    self._charge(chunk.size * self._costs[j](*t_c, self.direction))
                     parts.append(np.asarray(m.log_mgf(chunk, self.direction), dtype=complex))
                 out.append(np.concatenate(parts).reshape(s.shape) if parts
                            else np.empty(s.shape, dtype=complex))
@@ -364,8 +366,8 @@ class ComposedPLD:
         if c >= self.max_order:
             return math.inf
         v = 0.0
-        for m, k in self.entries:
-            self._charge(m.mgf_cost(0.0))
+        for (m, k), cost in zip(self.entries, self._costs, strict=True):
+            self._charge(cost(0.0, c, self.direction))
             lm = m.log_mgf_real(c, self.direction)
             if lm == -math.inf:
                 return -math.inf
@@ -395,7 +397,7 @@ class ComposedPLD:
         key = (id(m), c)
         fn = self._env_cache.get(key)
         if fn is None:
-            self._charge(m.envelope_cost(c))
+            self._charge(envelope_cost(m, c, self.direction))
             fn = self._env_cache[key] = m.log_envelope_fn(c, self.direction)
         return fn
 
@@ -574,7 +576,7 @@ def _plan(pld: ComposedPLD, c: float, eps_ref: float, log_target: float) -> _Pla
     u = max(8 * h, 1e-3)
     while True:
         log_t = pld.log_env_r(c, u) - shift - math.log(math.pi * u) + scale_log
-        if log_t <= lam or 2.0 * u / h > MAX_NODES or pld.work(2.0 * u, h) > WORK_BUDGET:
+        if log_t <= lam or 2.0 * u / h > MAX_NODES or pld.work(2.0 * u, h, c) > WORK_BUDGET:
             break  # (the next doubling would exceed the node or work cap: stop below it)
         u *= 2.0
     return _Plan(c, h, cp, min(u, h * MAX_NODES), h_up < max(h_low1, h_low2), log_t - lam)
@@ -612,7 +614,7 @@ def _best_plan(pld: ComposedPLD, eps_ref: float, log_target: float,
             if p is None or p.nodes >= best.nodes:
                 break
             best = p
-    if best is not None and best.nodes <= 2048 and pld.work(best.u, best.h) <= WORK_BUDGET / 2:
+    if best is not None and best.nodes <= 2048 and pld.work(best.u, best.h, best.c) <= WORK_BUDGET / 2:
         return best  # the line is cheap and uncapped: skip the wider search (each plan costs envelopes)
     for c in sorted({c0 * f for f in (2.0, 4.0)} | {1.0, 2.0, 4.0}):
         if c <= 0 or c >= pld.max_order or (c != c0 and g(c) - g0 > math.log(1e4)):
@@ -875,7 +877,7 @@ def _delta_bounds(pld: ComposedPLD, eps: float, rtol: float, skip_if_capped: boo
     for i in range(4):
         grid = _Grid(pld, _check_plan(pld, _best_plan(pld, eps, log_target), skip_if_capped and i == 0, rtol))
         est, lo, up, det = _combine(pld, grid, eps)
-        capped = pld.work(grid.u_trunc, grid.h) > WORK_BUDGET / 2
+        capped = pld.work(grid.u_trunc, grid.h, grid.c) > WORK_BUDGET / 2
         if up - lo <= rtol * max(est, 1e-300) or est <= 0.0 or capped:
             break
         log_target = math.log(max(est, 1e-300)) + math.log(rtol) - math.log(8.0)
@@ -976,7 +978,7 @@ def _epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float,
         details = {**det, "chernoff_eps": hi}
         if result.upper - result.lower <= 1e3 * rtol * max(result.upper, 1e-12) or result.upper == 0.0:
             break
-        if pld.work(grid.u_trunc, grid.h) > WORK_BUDGET / 4:
+        if pld.work(grid.u_trunc, grid.h, grid.c) > WORK_BUDGET / 4:
             break  # the work cap shaped this grid: a new line would cost as much and gain little
         eps_ref = result.upper
     assert result is not None
