@@ -872,6 +872,9 @@ def _delta_bounds(pld: ComposedPLD, eps: float, rtol: float, skip_if_capped: boo
     if pld.purely_atomic:
         est, lo, up, det = _combine(pld, None, eps)
         return DeltaBounds(eps, est, max(lo, _floor(eps)), up, pld.direction, {"exact": True})
+    far = _far_tail(pld, eps)
+    if far is not None:
+        return far
     c = pld.saddle(eps)
     log_target = pld.chernoff_log_delta(c, eps) + math.log(rtol) - math.log(1e3)
     for i in range(4):
@@ -893,6 +896,40 @@ def _delta_bounds(pld: ComposedPLD, eps: float, rtol: float, skip_if_capped: boo
         up = min(up, _add_up(pld.p_inf * (1.0 + 64 * _U64), _exp_up(log_ch)))
         lo = min(lo, up)
     return DeltaBounds(eps, min(max(est, lo), up), lo, up, pld.direction, det)
+
+
+#: lines tried by :func:`_far_tail` (moderate: every mechanism's MGF is cheap there)
+_FAR_TAIL_LINES = (1.0, 4.0, 16.0)
+
+
+def _far_tail(pld: ComposedPLD, eps: float) -> DeltaBounds | None:
+    """The bracket [p_inf, p_inf + 5e-324] (rounded outwards) when the Chernoff bound of the finite part,
+    delta_fin(eps) <= kappa(c) M(c) e^{-c eps} (an upper bound, with the declared log-MGF error and the
+    float rounding of the exponent added), is below the smallest positive float on one of a few
+    moderate lines c: then no float lies strictly between the finite part's delta and 0, and the saddle
+    search (which probes lines up to c = 1e5, where e.g. the subsampled Gaussian's quadrature costs
+    seconds per point) and the contour are not needed.  None otherwise.
+
+    A line is evaluated only if it can pass: log M is convex with log M(-1) <= 0 (M(-1) = E_Q[...] <= 1)
+    and log M(0) = log(1 - p_inf), so log M(c) >= (c + 1) log(1 - p_inf) for c >= 0; ordinary queries
+    (eps below ~50) are thus decided without evaluating any MGF."""
+    log_tiny = math.log(_TINY) - 1.0
+    for c in _FAR_TAIL_LINES:
+        if c >= pld.max_order:
+            break
+        lm0 = math.log1p(-pld.p_inf) if pld.p_inf < 1.0 else -math.inf
+        if _log_kappa(c) + (c + 1.0) * lm0 - c * eps >= log_tiny + 1.0:
+            continue  # (cannot pass at this line; a margin of 1 for rounding)
+        log_ch = pld.chernoff_log_delta(c, eps) + pld.mgf_err_at(c)
+        if log_ch < log_tiny:
+            log_ch += _chernoff_margin(pld, c, eps)
+        if log_ch < log_tiny:
+            up = _add_up(pld.p_inf * (1.0 + 64 * _U64), _exp_up(log_ch))
+            lo = min(max(_floor(eps), pld.p_inf * (1.0 - 8 * _U64)), up)
+            est = min(max(_floor(eps), pld.p_inf), up)  # (the finite part's delta rounds to nothing)
+            return DeltaBounds(eps, est, lo, up, pld.direction,
+                               {"c": c, "reason": "Chernoff bound underflow"})
+    return None
 
 
 def _chernoff_margin(pld: ComposedPLD, c: float, eps: float) -> float:

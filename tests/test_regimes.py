@@ -116,3 +116,31 @@ def test_work_limit_fallback_brackets_the_truth(eps):
     be = contour.epsilon_bounds(pld, d, work_limit=1.0)
     assert be.details["work_limit"]
     assert be.lower <= eps * (1 + 1e-12) and be.upper >= eps * (1 - 1e-12)
+
+
+@pytest.mark.parametrize("p_inf", [0.0, 1e-3])
+@pytest.mark.parametrize("eps", [400.0, 1e4, 1e300])
+def test_delta_far_in_the_tail_is_the_infinite_loss_mass(eps, p_inf):
+    """Where the finite part's delta underflows, the contour answers [p_inf, p_inf + a float or two]
+    from the Chernoff bound on a moderate line, without the saddle search (which probes c up to 1e5).
+    Reference (mpmath): the mu-GDP closed form of the Gaussians mixed with the (0, p_inf) block,
+    p_inf + (1 - p_inf) delta_GDP(eps) (Dong, Roth & Su 2022, Cor. 2)."""
+    import mpmath as mp
+
+    from conversions import contour
+    from mechanisms import ApproxDP, Gaussian
+
+    mp.mp.dps = 40
+    entries = [(Gaussian(sigma=1.0), 4)] + ([(ApproxDP(epsilon=0.0, delta=p_inf), 1)] if p_inf else [])
+    mu, e = mp.mpf(2), mp.mpf(eps)
+    gdp = mp.ncdf(-e / mu + mu / 2) - mp.exp(e) * mp.ncdf(-e / mu - mu / 2) if eps < 1e5 else mp.mpf(0)
+    truth = p_inf + (1 - p_inf) * gdp
+    for direction in ("remove", "add"):
+        b = contour.delta_bounds(contour.ComposedPLD(entries, direction), eps)
+        assert b.details.get("reason") == "Chernoff bound underflow"
+        assert b.lower <= truth <= b.upper
+        assert b.upper - b.lower <= 64 * 2.3e-16 * p_inf + 1e-323
+        assert b.lower <= b.estimate <= b.upper
+    # a moderate epsilon is not decided by it (the contour runs)
+    b = contour.delta_bounds(contour.ComposedPLD(entries, "remove"), 5.0)
+    assert "reason" not in b.details
