@@ -238,8 +238,10 @@ class DiscretisedPLDRoute:
     numerical = True
     #: target relative width of the bracket (the grid step is chosen from it)
     PLD_RTOL = 1e-3
-    #: ``auto`` does not run this route when the bracket is already a tenth of its target width
-    expected_rtol = PLD_RTOL
+    #: ``method="auto"`` skips this route when the bracket so far is already narrower than this
+    #: (relative): its own bracket is about that wide, so it cannot be expected to improve the answer,
+    #: and at extreme queries it is the slow route (eps = 60 at delta ~ 1e-96: ~10 s for no gain)
+    auto_skip_rtol = PLD_RTOL
 
     def applies(self, ledger: Ledger) -> bool:
         return ledger.pld_available

@@ -118,6 +118,63 @@ def test_work_limit_fallback_brackets_the_truth(eps):
     assert be.lower <= eps * (1 + 1e-12) and be.upper >= eps * (1 - 1e-12)
 
 
+# ------------------------------------------------------------------ inputs found by the slow API fuzz
+def _sg_rdp2(q: float, sigma: float):
+    """Exact RDP of one subsampled-Gaussian step at alpha = 2 (mpmath): log(1 + q^2 (e^{1/sigma^2} - 1))
+    (the binomial sum of Mironov et al. 2019 at alpha = 2)."""
+    import mpmath as mp
+
+    return mp.log(1 + mp.mpf(q) ** 2 * mp.expm1(1 / mp.mpf(sigma) ** 2))
+
+
+def _tv_cap(q: float, sigma: float, steps: int) -> float:
+    """delta(eps >= 0) <= TV of the composition <= 1 - (1 - q erf(mu / (2 sqrt 2)))^T (mpmath)."""
+    import mpmath as mp
+
+    tv = mp.mpf(q) * mp.erf(1 / (mp.mpf(sigma) * 2 * mp.sqrt(2)))
+    return float(1 - (1 - tv) ** steps)
+
+
+@pytest.mark.parametrize("method", ["auto", "cf"])
+def test_delta_at_a_huge_epsilon_answers_with_a_certified_bound(method):
+    """Fuzz input: delta at eps = 1.06e66 used to spend > 30 s in the contour (saddle search and
+    envelopes at Re s ~ 1e5, whose cost the hints ignored).  The answer must be certified: below the
+    RDP bound at alpha = 2 (exp(T eps_2 - eps) = 0 here) for auto, below the total-variation cap for the
+    contour alone (past its work limit it says so)."""
+    import mpmath as mp
+
+    q, sigma, steps, eps = 0.01, 1.0, 428, 1.0591148321903076e66
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AccuracyWarning)
+        c = PrivacyAccountant().step(sigma=sigma, sample_rate=q, steps=steps).certificate(
+            epsilon=eps, method=method)
+    assert 0.0 <= (c.lower_bound or 0.0) <= c.delta
+    if method == "auto":
+        assert float(mp.exp(steps * _sg_rdp2(q, sigma) - mp.mpf(eps))) == 0.0
+        assert c.delta <= 1e-300
+    else:
+        assert c.delta <= _tv_cap(q, sigma, steps) * (1 + 1e-9)
+        assert c.details.get("work_limit") or c.delta <= 1e-300
+
+
+@pytest.mark.parametrize("eps", [60.0, 200.0])
+def test_delta_at_large_epsilon_skips_the_coarser_route(eps):
+    """Fuzz input (T = 34645): at eps = 60 the contour's bracket is a few 1e-6 wide and at eps = 200 its
+    upper bound is subnormal; auto used to run the discretised PLD anyway (~10 s, never better).  The
+    answer must stay within the PLD's own resolution (1e-3) of the certified lower bound, or below the
+    smallest normal float, and below the RDP bound at alpha = 2 (mpmath)."""
+    import mpmath as mp
+
+    q, sigma, steps = 0.01, 1.0, 34645
+    c = PrivacyAccountant().step(sigma=sigma, sample_rate=q, steps=steps).certificate(epsilon=eps)
+    assert "pld" not in c.candidates and "pld" in c.details["skipped_routes"]
+    assert c.details["skip_reasons"].startswith("pld: the bracket is")  # (why: resolution or subnormal)
+    assert 0.0 <= c.lower_bound <= c.delta
+    assert c.delta - c.lower_bound <= max(1e-3 * c.delta, 2.3e-308)
+    rdp_bound = mp.exp(steps * _sg_rdp2(q, sigma) - mp.mpf(eps))  # delta <= e^{(alpha - 1)(eps_a - eps)}
+    assert c.delta <= max(float(rdp_bound), 5e-324)
+
+
 @pytest.mark.parametrize("p_inf", [0.0, 1e-3])
 @pytest.mark.parametrize("eps", [400.0, 1e4, 1e300])
 def test_delta_far_in_the_tail_is_the_infinite_loss_mass(eps, p_inf):
