@@ -52,6 +52,10 @@ from ._poisson_kernels import (
 from .base import Mechanism, as_complex_array, check_direction
 from .registry import from_dict, register
 
+#: integer RDP orders above this are not summed exactly (the binomial sum costs O(alpha) per order: an
+#: order grid growing to alpha = 1e8 took minutes); there the base mechanism's RDP, an upper bound
+#: (subsampling never increases Renyi divergence: joint convexity of exp((alpha - 1) D_alpha)), is used
+RDP_EXACT_MAX = 100_000
 _SPAN = 80.0  # the MGF integrand is dropped where it is below e^{-80} times its maximum
 # work of the split parts' kernels (SubsampledGaussianPart's cost bounds), in the unit of the unsplit
 # kernel's cost hint (~ one of its points), measured with numba microbenchmarks against that unit and
@@ -241,18 +245,25 @@ class SubsampledGaussian(Mechanism):
         return self.sensitivity / self.sigma
 
     # ---------------------------------------------------------------- RDP
+    #: orders above this get the Gaussian's RDP alpha mu^2 / 2 (an upper bound; :data:`RDP_EXACT_MAX`)
+    rdp_exact_max = RDP_EXACT_MAX
+
     def rdp_int(self, alphas) -> np.ndarray:
-        """Exact RDP at integer orders >= 2 (tight formula, remove direction)."""
+        """Exact RDP at integer orders 2..``rdp_exact_max`` (tight formula, remove direction; Mironov,
+        Talwar & Zhang 2019, Thm 11); above, the unsubsampled Gaussian's alpha mu^2 / 2 (upper bound)."""
         a = np.asarray(alphas, dtype=np.int64)
         q, mu2 = self.sample_rate, self.mu**2
         if q == 0.0:
             return np.zeros(a.shape)
-        if q == 1.0:
-            return a * mu2 / 2.0
-        amax = int(a.max()) if a.size else 2
-        ell = np.arange(amax + 1, dtype=float)
+        out = a * mu2 / 2.0
+        exact = a <= self.rdp_exact_max
+        if q == 1.0 or not np.any(exact):
+            return out
+        ae = a[exact]
+        ell = np.arange(int(ae.max()) + 1, dtype=float)
         kv = ell * (ell - 1.0) * mu2 / 2.0
-        return np.minimum(poisson_rdp_int(a, q, kv, 0), a * mu2 / 2.0)
+        out[exact] = np.minimum(poisson_rdp_int(ae, q, kv, 0), out[exact])
+        return out
 
     def rdp(self, alpha) -> np.ndarray:
         al = V.alphas(alpha)
@@ -769,8 +780,12 @@ class PoissonSubsampled(Mechanism):
         e = self.base.pure_epsilon
         return math.log1p(self.sample_rate * math.expm1(e)) if math.isfinite(e) else math.inf
 
+    #: orders above this get the base mechanism's RDP (an upper bound; :data:`RDP_EXACT_MAX`)
+    rdp_exact_max = RDP_EXACT_MAX
+
     def rdp_int(self, alphas, mode: str = "auto") -> np.ndarray:
-        """RDP at integer orders >= 2; ``mode`` in {"auto", "tight", "general"} (general = Thm 2.3.1)."""
+        """RDP at integer orders >= 2; ``mode`` in {"auto", "tight", "general"} (general = Thm 2.3.1);
+        above ``rdp_exact_max`` the base mechanism's RDP (an upper bound)."""
         a = np.asarray(alphas, dtype=np.int64)
         q = self.sample_rate
         if q == 0.0:
@@ -778,6 +793,13 @@ class PoissonSubsampled(Mechanism):
         base_at = np.asarray(self.base.rdp(a.astype(float)), dtype=float)
         if q == 1.0:
             return base_at
+        exact = a <= self.rdp_exact_max
+        if not np.all(exact):
+            out = base_at.copy()
+            if np.any(exact):
+                out[exact] = self.rdp_int(a[exact], mode)
+            pe = self.pure_epsilon
+            return np.minimum(out, pe) if math.isfinite(pe) else out
         amax = int(a.max())
         ell = np.arange(2, amax + 1, dtype=float)
         kv = np.zeros(amax + 1)

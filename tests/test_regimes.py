@@ -201,3 +201,58 @@ def test_delta_far_in_the_tail_is_the_infinite_loss_mass(eps, p_inf):
     # a moderate epsilon is not decided by it (the contour runs)
     b = contour.delta_bounds(contour.ComposedPLD(entries, "remove"), 5.0)
     assert "reason" not in b.details
+
+
+def _sg_rdp_exact(q: float, sigma: float, a: int):
+    """Exact RDP of the Poisson-subsampled Gaussian at integer order a (mpmath): the binomial sum
+    log(sum_k C(a, k) (1 - q)^(a - k) q^k e^{k (k - 1) / (2 sigma^2)}) / (a - 1) (Mironov, Talwar & Zhang
+    2019, Thm 11)."""
+    import mpmath as mp
+
+    q = mp.mpf(q)
+    s = mp.fsum(mp.binomial(a, k) * (1 - q) ** (a - k) * q**k * mp.exp(k * (k - 1) / (2 * mp.mpf(sigma) ** 2))
+                for k in range(a + 1))
+    return mp.log(s) / (a - 1)
+
+
+def test_rdp_above_the_exact_order_cap_is_an_upper_bound():
+    """Above ``rdp_exact_max`` the subsampled Gaussian's RDP is the Gaussian's alpha mu^2 / 2: exact
+    (mpmath binomial sum) up to the cap, an upper bound above it."""
+    from mechanisms import SubsampledGaussian
+
+    q, sigma = 0.1, 2.0
+    m = SubsampledGaussian(sigma=sigma, sample_rate=q)
+    object.__setattr__(m, "rdp_exact_max", 10)  # (a small cap, so that mpmath can check both sides)
+    orders = [2, 5, 10, 11, 20, 40]
+    got = m.rdp_int(orders)
+    for a, v in zip(orders, got, strict=True):
+        exact = float(_sg_rdp_exact(q, sigma, a))
+        if a <= 10:
+            assert v == pytest.approx(exact, rel=1e-12)
+        else:
+            assert v == a / (2 * sigma**2) and v >= exact
+
+
+@pytest.mark.parametrize("sigma, q", [(100.0, 1e-300), (1e300, 0.01), (1e10, 1e-5)])
+def test_huge_step_count_at_epsilon_zero_answers_with_bounded_work(sigma, q):
+    """Fuzz input: steps = 4.5e16, delta at eps = 0 took ~200 s (the RDP order grid grew to alpha = 1e8,
+    each integer order an O(alpha) binomial sum).  Orders above the cap use an upper bound: the query
+    answers, warns when the cap holds the optimum, and stays at least the RDP bound with every RDP value
+    0 at alpha <= the cap + 1 (min over a of (1/a)(1 - 1/a)^(a - 1), Balle et al. 2020, Thm 21: no
+    alpha-optimisation on a curve that is an upper bound can go below it there) -- and a valid delta."""
+    from mechanisms.subsampled import RDP_EXACT_MAX
+
+    acct = PrivacyAccountant().step(sigma=sigma, sample_rate=q, steps=4.5e16)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        c = acct.certificate(epsilon=0.0, method="rdp")
+    a = RDP_EXACT_MAX + 1
+    assert 0.0 < c.delta <= 1.0
+    if c.details["alpha"] >= RDP_EXACT_MAX - 1:
+        assert any(issubclass(x.category, AccuracyWarning) for x in w)
+    if sigma < 1e300:  # (at sigma = 1e300 the Gaussian's bound above the cap is 0 as well)
+        assert c.delta >= (1 / a) * (1 - 1 / a) ** (a - 1) * (1 - 1e-9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AccuracyWarning)
+        auto = acct.certificate(epsilon=0.0)
+    assert 0.0 <= (auto.lower_bound or 0.0) <= auto.delta <= c.delta
