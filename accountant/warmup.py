@@ -19,8 +19,6 @@ import argparse
 import sys
 import time
 
-from . import cli
-
 
 def _queries():
     """(label, thunk) pairs: one small certified query per route family."""
@@ -64,11 +62,9 @@ def warm_up(verbose: bool = True) -> list[tuple[str, float]]:
     return out
 
 
-def cmd_warmup(args: argparse.Namespace, extra: list[str]) -> int:
-    if extra:
-        raise cli.CLIError(f"unrecognized arguments: {' '.join(extra)}")
+def run(quiet: bool = False) -> int:
+    """Warm up (printing one line per query unless ``quiet``) and name the cache; returns 0."""
     t = time.perf_counter()
-    quiet = args.quiet or getattr(args, "quiet_global", False)
     warm_up(verbose=not quiet)
     if not quiet:
         print(f"kernels compiled (or loaded) in {time.perf_counter() - t:.1f} s; "
@@ -76,14 +72,13 @@ def cmd_warmup(args: argparse.Namespace, extra: list[str]) -> int:
     return 0
 
 
-def _register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("warmup", help="compile the numerical kernels once (after an install)",
-                       description=__doc__.split("\n\n")[1])
-    cli._quiet(p)
-    cli.COMMANDS["warmup"] = cmd_warmup
+def main(argv: list[str] | None = None) -> int:
+    """``python -m accountant.warmup [-q]`` (the same as ``dpcert warmup``, registered by
+    :mod:`accountant.cli_warmup`)."""
+    p = argparse.ArgumentParser(prog="python -m accountant.warmup", description=__doc__.split("\n\n")[1])
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing")
+    return run(p.parse_args(argv).quiet)
 
 
-if __name__ == "__main__":  # pragma: no cover - python -m accountant.warmup (the CLI registers it)
-    sys.exit(cli.main(["warmup", *sys.argv[1:]]))
-else:
-    cli._EXTRA_COMMANDS.append(_register)
+if __name__ == "__main__":  # pragma: no cover - python -m accountant.warmup
+    sys.exit(main())

@@ -490,3 +490,4 @@ def test_warmup_compiles_every_route_family_and_names_the_cache(capsys):
     assert main(["warmup", "-q"]) == 0 and capsys.readouterr().out == ""
     assert main(["warmup", "--nope"]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert warmup.main(["-q"]) == 0 and capsys.readouterr().out == ""  # (python -m accountant.warmup)
