@@ -432,7 +432,7 @@ def _load_extensions() -> None:
     import importlib
 
     for mod in ("accountant.cli_dpsgd", "accountant.cli_audit", "accountant.cli_ptr",
-                "accountant.cli_report"):
+                "accountant.cli_report", "accountant.cli_warmup"):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as exc:

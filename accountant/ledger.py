@@ -69,6 +69,13 @@ class Ledger:
         return out
 
     @property
+    def rdp_exact_max(self) -> float:
+        """Largest order at which every entry's RDP is its exact (tight) value; above it some entry
+        answers a cheaper upper bound (``rdp_exact_max`` of a mechanism, e.g. the subsampled Gaussian's
+        O(alpha) binomial sum)."""
+        return float(min((getattr(m, "rdp_exact_max", math.inf) for m in self._counts), default=math.inf))
+
+    @property
     def pure_epsilon(self) -> float:
         return float(sum(k * m.pure_epsilon for m, k in self._counts.items()))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import warnings
 from dataclasses import dataclass
 
@@ -27,6 +28,10 @@ METHODS = routes.methods()
 # certified lower bound on the truth: no valid bound from another route can be smaller than that
 # lower bound, so the remaining routes could improve the answer by less than this fraction.
 AUTO_SKIP_RTOL = 1e-6
+# ... or, for a delta query, within this absolute distance (the smallest normal float: below it a float
+# has no relative accuracy left to improve); a route with a coarser resolution of its own
+# (``auto_skip_rtol``, e.g. the discretised PLD's 1e-3) is skipped within that relative distance
+AUTO_SKIP_ATOL_DELTA = sys.float_info.min
 # work limit of the contour route under "auto" (~2-4 s; explicit method="cf" gets the route's default)
 AUTO_WORK_LIMIT = 2.5e7
 # a route that deferred itself (its plan predicted a capped contour) is re-run only if the bracket of the
@@ -426,7 +431,10 @@ class PrivacyAccountant:
 
         "auto" walks :data:`accountant.routes.ROUTES` (exact, cf, pld, rdp) and stops once the best
         bound is within ``AUTO_SKIP_RTOL`` of the best certified lower bound (every valid bound is at
-        least that lower bound, so no later route can do better by more).  A numerical route whose plan
+        least that lower bound, so no later route can do better by more; for delta also within
+        ``AUTO_SKIP_ATOL_DELTA``, the smallest normal float; a route with a coarser resolution of its own,
+        ``auto_skip_rtol`` (the discretised PLD: 1e-3), is skipped within that, and
+        ``details["skip_reasons"]`` says so).  A numerical route whose plan
         predicts a slow, wide answer defers to the next one and is re-run (with bounded work) only if the
         bracket is then still wider than ``DEFER_RTOL``; a route that fails on the query leaves it to
         the others (both noted in ``details["route_notes"]``).  ``compare=True`` evaluates all.
@@ -465,6 +473,7 @@ class PrivacyAccountant:
         ctx.work_limit = AUTO_WORK_LIMIT  # auto has other routes to fall back on: a tighter limit
         results: dict[str, Bracket] = {}
         skipped: list[str] = []
+        reasons: list[str] = []  # (for skips other than the AUTO_SKIP_RTOL rule)
         notes: list[str] = []
         lower = None
         queue = [(r, False) for r in routes.applicable(self._ledger) if r.name not in routes.AUTO_EXCLUDED]
@@ -479,11 +488,21 @@ class PrivacyAccountant:
                     skipped.append(route.name)
                     continue
             if results and not compare and lower is not None and math.isfinite(best_val):
-                # a route whose brackets are typically ``expected_rtol`` wide cannot improve a bracket ten
-                # times narrower by more than that bracket's width
-                skip_rtol = max(AUTO_SKIP_RTOL, 0.1 * getattr(route, "expected_rtol", 0.0))
-                if best_val - lower <= skip_rtol * abs(best_val):
+                # no valid bound is below ``lower``: a later route can improve the answer by at most the
+                # bracket's width; a route whose own bracket is ``auto_skip_rtol`` wide cannot be expected
+                # to improve a narrower one, and below the smallest normal float a delta has nothing left
+                gap = best_val - lower
+                own_rtol = getattr(route, "auto_skip_rtol", 0.0)
+                atol = AUTO_SKIP_ATOL_DELTA if query == "delta" else 0.0
+                if gap <= max(AUTO_SKIP_RTOL * abs(best_val), atol):
                     skipped.append(route.name)
+                    if gap > AUTO_SKIP_RTOL * abs(best_val):
+                        reasons.append(f"{route.name}: the bracket is below the smallest normal float")
+                    continue
+                if gap <= own_rtol * abs(best_val):
+                    skipped.append(route.name)
+                    reasons.append(f"{route.name}: the bracket is narrower than the route's resolution "
+                                   f"(relative {own_rtol:g})")
                     continue
             if not compare and math.isfinite(results["exact"].upper if "exact" in results else math.inf) \
                     and getattr(route, "numerical", False):
@@ -534,6 +553,8 @@ class PrivacyAccountant:
         chosen = results[best]
         if skipped:
             chosen = chosen.with_details(skipped_routes=",".join(skipped))
+        if reasons:
+            chosen = chosen.with_details(skip_reasons="; ".join(reasons))
         if notes:
             chosen = chosen.with_details(route_notes="; ".join(notes))
         chosen = chosen.with_lower(lower if lower is not None else chosen.lower)
@@ -566,8 +587,10 @@ class PrivacyAccountant:
         tightest first (exact closed form, characteristic function, discretised PLD, RDP; see
         :meth:`_select` for deferral and failures); a route is skipped
         only when the best bound so far is within ``AUTO_SKIP_RTOL`` (1e-6, relative) of a certified
-        lower bound on the true value, which no valid bound can undercut (the skipped routes are
-        named in ``details["skipped_routes"]``).  ``compare=True`` evaluates every valid route.
+        lower bound on the true value, which no valid bound can undercut, or within a route's own
+        coarser resolution (the discretised PLD: 1e-3), or (delta) when both are below the smallest
+        normal float (the skipped routes are named in ``details["skipped_routes"]``, the last two
+        reasons given in ``details["skip_reasons"]``).  ``compare=True`` evaluates every valid route.
         """
         if (delta is None) == (epsilon is None):
             raise ValueError("give exactly one of delta= or epsilon=")

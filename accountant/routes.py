@@ -309,8 +309,10 @@ class DiscretisedPLDRoute:
     numerical = True
     #: target relative width of the bracket (the grid step is chosen from it)
     PLD_RTOL = 1e-3
-    #: ``auto`` does not run this route when the bracket is already a tenth of its target width
-    expected_rtol = PLD_RTOL
+    #: ``method="auto"`` skips this route when the bracket so far is already narrower than this
+    #: (relative): its own bracket is about that wide, so it cannot be expected to improve the answer,
+    #: and at extreme queries it is the slow route (eps = 60 at delta ~ 1e-96: ~10 s for no gain)
+    auto_skip_rtol = PLD_RTOL
 
     def applies(self, ledger: Ledger) -> bool:
         return ledger.pld_available
@@ -368,12 +370,22 @@ class RDPRoute:
     def epsilon(self, ledger: Ledger, delta: float, ctx: QueryContext) -> Bracket:
         r = rdp_to_dp.eps_from_rdp(ledger.rdp, delta, pure_eps=ledger.pure_epsilon,
                                    inf_mass=ledger.infinite_loss_mass, rule=self.rule)
-        return Bracket.upper_only(r.value, {"alpha": r.alpha, "rule": self.rule})
+        return Bracket.upper_only(r.value, self._details(ledger, r))
 
     def delta(self, ledger: Ledger, epsilon: float, ctx: QueryContext) -> Bracket:
         r = rdp_to_dp.delta_from_rdp(ledger.rdp, epsilon, pure_eps=ledger.pure_epsilon,
                                      inf_mass=ledger.infinite_loss_mass, rule=self.rule)
-        return Bracket.upper_only(r.value, {"alpha": r.alpha, "rule": self.rule})
+        return Bracket.upper_only(r.value, self._details(ledger, r))
+
+    def _details(self, ledger: Ledger, r: rdp_to_dp.RDPConversion) -> dict:
+        det = {"alpha": r.alpha, "rule": self.rule}
+        cap = ledger.rdp_exact_max
+        if math.isfinite(r.alpha) and r.alpha >= cap - 1.0:
+            # bounded work: past the cap some curve is a cheaper upper bound (valid, maybe loose; an
+            # optimum within one order of the cap is held there by it)
+            det["warning"] = (f"the RDP optimum lies at or above order {cap:g}, where some mechanism's RDP "
+                              "is a cheaper upper bound (bounded work); the bound is valid but may be loose")
+        return det
 
 
 # ---------------------------------------------------------------------------------------------- registry

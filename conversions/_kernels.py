@@ -287,28 +287,27 @@ def _put6(row, v):  # pragma: no cover - compiled
         row[i] = v[i]
 
 
-@njit(cache=True)
+@njit(cache=True, no_cpython_wrapper=True)
 def _scaled(k, z):  # pragma: no cover - compiled
     """k * z for real k >= 0 and complex z, component-wise (k * (-inf + i y) stays -inf + i k y)."""
     return complex(k * z.real, k * z.imag)
 
 
 @njit(cache=True)
-def grid_assemble(lm, counts, has_atoms, la, lc, coefs, fmult, emult, shift, c, t):
+def grid_assemble(lm, counts, shift, c, t, r_re, r_im, la=None, lc=None, coefs=None, fmult=None, emult=None):
     # pragma: no cover - compiled
     """Remainder MGF R = M - A - F on the nodes c + i t, scaled by e^{-shift}, in one pass.
 
     ``lm[j]``, ``la[j]``, ``lc[j]``: log M_j, log A_j (atoms), log C_j (pieces) of entry j at the nodes;
-    M = prod_j M_j^{k_j}, A = prod_j A_j^{k_j} (when ``has_atoms``), F = sum over the closed-form terms
-    of e^{coef} prod_j C_j^{fmult[t, j]} A_j^{emult[t, j]}.  Returns (Re R, Im R, max_n sum_j |k_j log
-    M_j|, sum_n' kern_n, sum_n' kern_n (|M| + |A| + sum_t |F_t|)) with kern = 1 / |s (s + 1)| and the
-    n = 0 node at weight 1/2 (the rounding of the differences is relative to the terms' moduli).
+    M = prod_j M_j^{k_j}, A = prod_j A_j^{k_j} (when the atoms ``la`` are given), F = sum over the
+    closed-form terms of e^{coef} prod_j C_j^{fmult[t, j]} A_j^{emult[t, j]}.  Writes Re R, Im R to
+    ``r_re``, ``r_im`` and returns (max_n sum_j |k_j log M_j|, sum_n' kern_n, sum_n' kern_n (|M| + |A| +
+    sum_t |F_t|)) with kern = 1 / |s (s + 1)| and the n = 0 node at weight 1/2 (the rounding of the
+    differences is relative to the terms' moduli).  Without atoms (``la=None``, the default) the atoms
+    part is not compiled at all (a smaller kernel on the path of the first query).
     """
     n_j = lm.shape[0]
     n = t.shape[0]
-    n_t = coefs.shape[0]
-    r_re = np.empty(n)
-    r_im = np.empty(n)
     mag_max = 0.0
     sum_kern = 0.0
     sum_kern_mag = 0.0
@@ -323,14 +322,14 @@ def grid_assemble(lm, counts, has_atoms, la, lc, coefs, fmult, emult, shift, c, 
             mag_max = mag
         r = cmath.exp(logm - shift)
         mod = abs(r)
-        if has_atoms:
+        if la is not None:
             lsum = 0j
             for j in range(n_j):
                 lsum += _scaled(counts[j], la[j, i])
             a = cmath.exp(lsum - shift)
             r -= a
             mod += abs(a)
-            for q in range(n_t):
+            for q in range(coefs.shape[0]):
                 v = complex(coefs[q] - shift, 0.0)
                 for j in range(n_j):
                     if fmult[q, j]:
@@ -348,7 +347,7 @@ def grid_assemble(lm, counts, has_atoms, la, lc, coefs, fmult, emult, shift, c, 
             kern *= 0.5
         sum_kern += kern
         sum_kern_mag += kern * mod
-    return r_re, r_im, mag_max, sum_kern, sum_kern_mag
+    return mag_max, sum_kern, sum_kern_mag
 
 
 # ------------------------------------------------------------------------- quadratic segments

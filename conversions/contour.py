@@ -45,9 +45,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import brentq
 
-from mechanisms.base import Mechanism, check_direction
+from mechanisms.base import Mechanism, check_direction, cost_hint, envelope_cost
 
 from . import atoms as atoms_mod
 from . import pieces as pieces_mod
@@ -168,6 +167,7 @@ class ComposedPLD:
         self.direction = direction
         self.entries = [(m, int(k)) for m, k in entries if int(k) > 0]
         self._counts = [k for _, k in self.entries]
+        self._costs = [cost_hint(m) for m, _ in self.entries]  # (t, c, direction) -> cost per point
         for m, _ in self.entries:
             if not m.pld_available:
                 raise ValueError(f"{m.describe()} has no privacy-loss distribution")
@@ -319,9 +319,9 @@ class ComposedPLD:
         if self._work_left < 0.0 or time.monotonic() > self._deadline:
             raise WorkLimitReached("the characteristic-function route reached its per-query work limit")
 
-    def work(self, u: float, h: float) -> float:
-        """Estimated cost of evaluating the composed MGF at the nodes 0, h, ..., u."""
-        return (u / h + 1.0) * sum(m.mgf_cost(u) for m, _ in self.entries)
+    def work(self, u: float, h: float, c: float = 0.0) -> float:
+        """Estimated cost of evaluating the composed MGF at the nodes c + i t, t = 0, h, ..., u."""
+        return (u / h + 1.0) * sum(cost(u, c, self.direction) for cost in self._costs)
 
     # ------------------------------------------------------------------ MGF pieces
     def log_mgf_j(self, s: np.ndarray, log_a: list[np.ndarray] | None = None,
@@ -343,7 +343,8 @@ class ComposedPLD:
                 flat, parts = s.ravel(), []
                 for i in range(0, flat.size, _EVAL_CHUNK):
                     chunk = flat[i:i + _EVAL_CHUNK]
-                    self._charge(chunk.size * m.mgf_cost(float(np.max(np.abs(chunk.imag)))))
+                    t_c = float(np.max(np.abs(chunk.imag))), float(np.max(np.abs(chunk.real)))
+                    self._charge(chunk.size * self._costs[j](*t_c, self.direction))
                     parts.append(np.asarray(m.log_mgf(chunk, self.direction), dtype=complex))
                 out.append(np.concatenate(parts).reshape(s.shape) if parts
                            else np.empty(s.shape, dtype=complex))
@@ -365,8 +366,8 @@ class ComposedPLD:
         if c >= self.max_order:
             return math.inf
         v = 0.0
-        for m, k in self.entries:
-            self._charge(m.mgf_cost(0.0))
+        for (m, k), cost in zip(self.entries, self._costs, strict=True):
+            self._charge(cost(0.0, c, self.direction))
             lm = m.log_mgf_real(c, self.direction)
             if lm == -math.inf:
                 return -math.inf
@@ -396,7 +397,7 @@ class ComposedPLD:
         key = (id(m), c)
         fn = self._env_cache.get(key)
         if fn is None:
-            self._charge(m.envelope_cost(c))
+            self._charge(envelope_cost(m, c, self.direction))
             fn = self._env_cache[key] = m.log_envelope_fn(c, self.direction)
         return fn
 
@@ -575,7 +576,7 @@ def _plan(pld: ComposedPLD, c: float, eps_ref: float, log_target: float) -> _Pla
     u = max(8 * h, 1e-3)
     while True:
         log_t = pld.log_env_r(c, u) - shift - math.log(math.pi * u) + scale_log
-        if log_t <= lam or 2.0 * u / h > MAX_NODES or pld.work(2.0 * u, h) > WORK_BUDGET:
+        if log_t <= lam or 2.0 * u / h > MAX_NODES or pld.work(2.0 * u, h, c) > WORK_BUDGET:
             break  # (the next doubling would exceed the node or work cap: stop below it)
         u *= 2.0
     return _Plan(c, h, cp, min(u, h * MAX_NODES), h_up < max(h_low1, h_low2), log_t - lam)
@@ -613,7 +614,7 @@ def _best_plan(pld: ComposedPLD, eps_ref: float, log_target: float,
             if p is None or p.nodes >= best.nodes:
                 break
             best = p
-    if best is not None and best.nodes <= 2048 and pld.work(best.u, best.h) <= WORK_BUDGET / 2:
+    if best is not None and best.nodes <= 2048 and pld.work(best.u, best.h, best.c) <= WORK_BUDGET / 2:
         return best  # the line is cheap and uncapped: skip the wider search (each plan costs envelopes)
     for c in sorted({c0 * f for f in (2.0, 4.0)} | {1.0, 2.0, 4.0}):
         if c <= 0 or c >= pld.max_order or (c != c0 and g(c) - g0 > math.log(1e4)):
@@ -648,18 +649,22 @@ class _Grid:
         lm = np.empty((n_j, s.size), dtype=complex)
         for j, v in enumerate(pld.log_mgf_j(s, log_a, log_c)):
             lm[j] = v
-        la = np.zeros((n_j, s.size if log_a is not None else 1), dtype=complex)
-        if log_a is not None:
+        # R = M - A - F in one pass (rounding is relative to the terms' moduli, not the difference)
+        self.r_re, self.r_im = np.empty(s.size), np.empty(s.size)
+        counts = np.asarray(pld._counts, dtype=float)
+        if pld.has_atoms:
+            la = np.zeros((n_j, s.size), dtype=complex)
             for j, v in enumerate(log_a):
                 la[j] = v
-        lc = np.zeros((n_j, s.size if log_c else 1), dtype=complex)
-        for j, v in (log_c or {}).items():
-            lc[j] = v
-        coefs, fmult, emult = pld.term_matrices
-        # R = M - A - F in one pass (rounding is relative to the terms' moduli, not the difference)
-        self.r_re, self.r_im, mag_max, sum_kern, sum_kern_mag = grid_assemble(
-            lm, np.asarray(pld._counts, dtype=float), bool(pld.has_atoms), la, lc, coefs, fmult, emult,
-            float(self.shift), float(c), self.t)
+            lc = np.zeros((n_j, s.size if log_c else 1), dtype=complex)
+            for j, v in (log_c or {}).items():
+                lc[j] = v
+            mag_max, sum_kern, sum_kern_mag = grid_assemble(
+                lm, counts, float(self.shift), float(c), self.t, self.r_re, self.r_im, la, lc,
+                *pld.term_matrices)
+        else:  # (no atoms: no closed-form terms either; the kernel without its atoms part)
+            mag_max, sum_kern, sum_kern_mag = grid_assemble(
+                lm, counts, float(self.shift), float(c), self.t, self.r_re, self.r_im)
         self.sum_kern = sum_kern * self.h / math.pi
         self.sum_kern_mag = sum_kern_mag * self.h / math.pi
         self.log_env_u = pld.log_env_r(c, self.u_trunc)
@@ -867,12 +872,15 @@ def _delta_bounds(pld: ComposedPLD, eps: float, rtol: float, skip_if_capped: boo
     if pld.purely_atomic:
         est, lo, up, det = _combine(pld, None, eps)
         return DeltaBounds(eps, est, max(lo, _floor(eps)), up, pld.direction, {"exact": True})
+    far = _far_tail(pld, eps)
+    if far is not None:
+        return far
     c = pld.saddle(eps)
     log_target = pld.chernoff_log_delta(c, eps) + math.log(rtol) - math.log(1e3)
     for i in range(4):
         grid = _Grid(pld, _check_plan(pld, _best_plan(pld, eps, log_target), skip_if_capped and i == 0, rtol))
         est, lo, up, det = _combine(pld, grid, eps)
-        capped = pld.work(grid.u_trunc, grid.h) > WORK_BUDGET / 2
+        capped = pld.work(grid.u_trunc, grid.h, grid.c) > WORK_BUDGET / 2
         if up - lo <= rtol * max(est, 1e-300) or est <= 0.0 or capped:
             break
         log_target = math.log(max(est, 1e-300)) + math.log(rtol) - math.log(8.0)
@@ -888,6 +896,40 @@ def _delta_bounds(pld: ComposedPLD, eps: float, rtol: float, skip_if_capped: boo
         up = min(up, _add_up(pld.p_inf * (1.0 + 64 * _U64), _exp_up(log_ch)))
         lo = min(lo, up)
     return DeltaBounds(eps, min(max(est, lo), up), lo, up, pld.direction, det)
+
+
+#: lines tried by :func:`_far_tail` (moderate: every mechanism's MGF is cheap there)
+_FAR_TAIL_LINES = (1.0, 4.0, 16.0)
+
+
+def _far_tail(pld: ComposedPLD, eps: float) -> DeltaBounds | None:
+    """The bracket [p_inf, p_inf + 5e-324] (rounded outwards) when the Chernoff bound of the finite part,
+    delta_fin(eps) <= kappa(c) M(c) e^{-c eps} (an upper bound, with the declared log-MGF error and the
+    float rounding of the exponent added), is below the smallest positive float on one of a few
+    moderate lines c: then no float lies strictly between the finite part's delta and 0, and the saddle
+    search (which probes lines up to c = 1e5, where e.g. the subsampled Gaussian's quadrature costs
+    seconds per point) and the contour are not needed.  None otherwise.
+
+    A line is evaluated only if it can pass: log M is convex with log M(-1) <= 0 (M(-1) = E_Q[...] <= 1)
+    and log M(0) = log(1 - p_inf), so log M(c) >= (c + 1) log(1 - p_inf) for c >= 0; ordinary queries
+    (eps below ~50) are thus decided without evaluating any MGF."""
+    log_tiny = math.log(_TINY) - 1.0
+    for c in _FAR_TAIL_LINES:
+        if c >= pld.max_order:
+            break
+        lm0 = math.log1p(-pld.p_inf) if pld.p_inf < 1.0 else -math.inf
+        if _log_kappa(c) + (c + 1.0) * lm0 - c * eps >= log_tiny + 1.0:
+            continue  # (cannot pass at this line; a margin of 1 for rounding)
+        log_ch = pld.chernoff_log_delta(c, eps) + pld.mgf_err_at(c)
+        if log_ch < log_tiny:
+            log_ch += _chernoff_margin(pld, c, eps)
+        if log_ch < log_tiny:
+            up = _add_up(pld.p_inf * (1.0 + 64 * _U64), _exp_up(log_ch))
+            lo = min(max(_floor(eps), pld.p_inf * (1.0 - 8 * _U64)), up)
+            est = min(max(_floor(eps), pld.p_inf), up)  # (the finite part's delta rounds to nothing)
+            return DeltaBounds(eps, est, lo, up, pld.direction,
+                               {"c": c, "reason": "Chernoff bound underflow"})
+    return None
 
 
 def _chernoff_margin(pld: ComposedPLD, c: float, eps: float) -> float:
@@ -973,7 +1015,7 @@ def _epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float,
         details = {**det, "chernoff_eps": hi}
         if result.upper - result.lower <= 1e3 * rtol * max(result.upper, 1e-12) or result.upper == 0.0:
             break
-        if pld.work(grid.u_trunc, grid.h) > WORK_BUDGET / 4:
+        if pld.work(grid.u_trunc, grid.h, grid.c) > WORK_BUDGET / 4:
             break  # the work cap shaped this grid: a new line would cost as much and gain little
         eps_ref = result.upper
     assert result is not None
@@ -1210,6 +1252,8 @@ def _solve(pld, delta, up_fn, lo_fn, hi: float, details, slope: float) -> Epsilo
         elif eps_up - a <= 4.1e-9 * max(1.0, eps_up):
             eps_lo = a  # a bracket of relative width <= 4e-9 already: refining it is not worth the calls
         else:
+            from scipy.optimize import brentq  # (imported here: rarely needed, slow to import)
+
             eps_lo = brentq(f_lo, a, eps_up, xtol=1e-13 * max(1.0, eps_up), rtol=1e-15, maxiter=300)
             step = 1e-14 * max(1.0, eps_lo)
             while eps_lo > 0 and f_lo(eps_lo) < 0.0:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import log_ndtr
 
 from mechanisms import validation as V
@@ -100,6 +99,8 @@ def gaussian_epsilon(delta: float, mu: float, mu_rel_err: float = 0.0) -> tuple[
     The returned eps satisfies upper(delta(eps)) <= ``delta`` (:func:`gaussian_log_delta_bounds`, with
     ``mu_rel_err`` the relative error of ``mu``).
     """
+    from scipy.optimize import brentq  # (imported on use: slow to import)
+
     if not (0.0 < delta < 1.0):
         raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
     # log(delta) is rounded: compare against a target moved by its rounding, on the safe side
@@ -161,6 +162,8 @@ def calibrate_gaussian_mu(epsilon: float, delta: float) -> float:
     lo = hi / 2.0
     while f(lo) > 0:
         lo /= 2.0
+    from scipy.optimize import brentq  # (imported on use: slow to import)
+
     mu = brentq(f, lo, hi, xtol=1e-15, rtol=1e-14)
     while f(mu) > 0:
         mu *= 1.0 - 1e-12

@@ -45,7 +45,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import brentq, minimize_scalar
 from scipy.special import log_ndtr, ndtr
 
 __all__ = ["max_statistic_delta_lower", "sum_statistic_delta_lower", "delta_lower", "epsilon_lower",
@@ -387,6 +386,8 @@ def _max_epsilon_lower(stat: _MaxStatistic, delta: float) -> float:
         lo, hi = hi, 2.0 * hi
         if hi > 1e4:  # (cannot happen: e^eps Q_hi >= e^eps 1e-300 > 1 beyond eps = 691)
             return 0.0
+    from scipy.optimize import brentq  # (imported on use: slow to import)
+
     # the final eps_A is stationary in the set's threshold, so a loose root suffices (error ~ xtol^2)
     root = brentq(g, lo, hi, xtol=1e-8, rtol=1e-10, maxiter=200)
     best = 0.0
@@ -495,6 +496,8 @@ class _SumStatistic:
             if self.log_ratio_remove(hi) > level:
                 break
             hi += (hi - lo)
+        from scipy.optimize import brentq  # (imported on use: slow to import)
+
         return brentq(lambda m: self.log_ratio_remove(m) - level, lo, hi, xtol=1e-12 * max(1.0, abs(lo)),
                       rtol=1e-15, maxiter=200)
 
@@ -570,6 +573,8 @@ class _SumStatistic:
         vals = neg_eps(grid)
         j = int(np.argmin(vals))
         a, b = grid[max(j - 1, 0)], grid[min(j + 1, grid.size - 1)]
+        from scipy.optimize import minimize_scalar  # (imported on use: slow to import)
+
         res = minimize_scalar(lambda x: float(neg_eps(x)[0]), bounds=(a, b), method="bounded",
                               options={"xatol": 1e-10 * max(1.0, self.sd)})
         best = 0.0

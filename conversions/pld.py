@@ -74,7 +74,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.fft as sfft
 from numba import njit
 
 from mechanisms.base import Mechanism, check_direction
@@ -622,6 +621,8 @@ class _Composed:
 
 def _compose(plan: _Plan, theta: float, max_points: int, tol_junk: float, a_loss: float,
              log_delta_ref: float, regrid: bool = False, plan_only: bool = False, blocks=None):
+    import scipy.fft as sfft  # (imported on use: slow to import)
+
     step = plan.step
     steps = plan.steps
     ks = [st.k for st in steps]

@@ -155,11 +155,11 @@ class Remainder(Mechanism):
         mags = abs(la) + (abs(lb) if math.isfinite(lb) else 0.0) + 10.0
         return self.k * math.log1p(e) * (1.0 + 1e-9) + 32.0 * U * self.k * mags
 
-    def mgf_cost(self, t_max: float) -> float:
-        return self.a.mgf_cost(t_max) + self.b.mgf_cost(t_max)
+    def mgf_cost(self, t_max: float, c: float = 0.0, direction: str = "remove") -> float:
+        return self.a.mgf_cost(t_max, c, direction) + self.b.mgf_cost(t_max, c, direction)
 
-    def envelope_cost(self, c: float) -> float:
-        return self.a.envelope_cost(c) + self.b.envelope_cost(c)
+    def envelope_cost(self, c: float, direction: str = "remove") -> float:
+        return self.a.envelope_cost(c, direction) + self.b.envelope_cost(c, direction)
 
     def total_variation(self, direction: str = "remove") -> float | None:
         return None

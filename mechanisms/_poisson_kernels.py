@@ -1,6 +1,14 @@
 """numba kernels for Poisson subsampling: binomial RDP sums and the subsampled-Gaussian MGF quadrature.
 
 The math is documented in :mod:`mechanisms.subsampled`; these are only the hot loops.
+
+Compile cost: the subsampled-Gaussian kernels are on the path of the first DP-SGD query in a fresh
+install (nothing cached yet), so they are kept cheap to compile: output arrays come from the caller (no
+``np.empty``/``np.zeros`` overloads to compile), ``min``/``max``/``int`` are written as comparisons and
+``math.trunc``/``math.ceil`` (same values), the envelope is one kernel, and helpers called only from
+other kernels have no Python wrapper (``_HELPER``).  The split's weight parameters ``(xcut, tau, part)``
+are ordinary arguments of the same kernels (``part = -1``: no split); callers pass every argument
+explicitly, so each kernel compiles once.
 """
 
 from __future__ import annotations
@@ -12,8 +20,11 @@ from numba import njit
 
 LOG3 = math.log(3.0)
 
+#: options of kernels called only from other kernels: no CPython wrapper to compile
+_HELPER = {"cache": True, "no_cpython_wrapper": True}
 
-@njit(cache=True)
+
+@njit(**_HELPER)
 def _log_expm1(x):  # pragma: no cover - compiled
     if x <= 0.0:
         return -np.inf
@@ -22,7 +33,7 @@ def _log_expm1(x):  # pragma: no cover - compiled
     return math.log(math.expm1(x))
 
 
-@njit(cache=True)
+@njit(**_HELPER)
 def _log_term(a, l, k, lga, lq, l1q, mode):  # pragma: no cover - compiled
     """log of the l-th non-negative summand of A - 1 (expm1 form; mode 1 uses 3 e^K - 1 for l >= 3)."""
     if k < 0.0:
@@ -76,14 +87,14 @@ def poisson_rdp_int(alphas, q, kv, mode):  # pragma: no cover - compiled
     return out
 
 
-@njit(cache=True)
+@njit(**_HELPER)
 def _logaddexp(a, b):  # pragma: no cover - compiled
     if a > b:
         return a + math.log1p(math.exp(b - a))
     return b + math.log1p(math.exp(a - b))
 
 
-@njit(cache=True)
+@njit(**_HELPER)
 def _ell(x, q, mu, lq, l1q):  # pragma: no cover - compiled
     """l(x) = log(1 - q + q exp(mu x - mu^2/2)) = logaddexp(log(1-q), log q + mu x - mu^2/2)."""
     return _logaddexp(l1q, lq + mu * x - 0.5 * mu * mu)
@@ -93,8 +104,8 @@ _SQRT1_2 = math.sqrt(0.5)
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
-@njit(cache=True)
-def log_ndtr(z):  # pragma: no cover - compiled
+@njit(**_HELPER)
+def _log_ndtr(z):  # pragma: no cover - compiled
     """log Phi(z), Phi the standard normal CDF, to a few ulps in both tails.
 
     z > 0: log1p(-Phi(-z)); -37 < z <= 0: log(erfc(-z / sqrt2) / 2) (erfc is accurate in relative terms
@@ -112,12 +123,19 @@ def log_ndtr(z):  # pragma: no cover - compiled
         # asymptotic term (an upper bound on log Phi(-a) by at most log(1 + 1/a^2)) is ample
         return -0.5 * a * a - _HALF_LOG_2PI - math.log(a)
     t = a
-    for k in range(int(min(60.0, 20.0 + 2600.0 / (a * a))), 0, -1):
+    nk = 20.0 + 2600.0 / (a * a)
+    for k in range(60 if nk > 60.0 else math.trunc(nk), 0, -1):
         t = a + k / t
     return -0.5 * a * a - _HALF_LOG_2PI - math.log(t)
 
 
 @njit(cache=True)
+def log_ndtr(z):  # pragma: no cover - compiled
+    """log Phi(z) (:func:`_log_ndtr`, callable from Python)."""
+    return _log_ndtr(z)
+
+
+@njit(**_HELPER)
 def split_log_weight(x, xcut, tau, part):  # pragma: no cover - compiled
     """log of the split weight of the output x: part 0 (core) Phi((xcut - x) / tau), part 1 (big)
     Phi((x - xcut) / tau), part < 0 (no split) 0.  The two weights sum to 1 for every x.
@@ -130,10 +148,10 @@ def split_log_weight(x, xcut, tau, part):  # pragma: no cover - compiled
     z = (xcut - x) / tau if part == 0 else (x - xcut) / tau
     if z > 9.0:
         return 0.0
-    return log_ndtr(z)
+    return _log_ndtr(z)
 
 
-@njit(cache=True)
+@njit(**_HELPER)
 def _weighted_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span):  # pragma: no cover - compiled
     """(fmax, a, b) for a split part: the maximum of the real exponent f(x) = -x^2/2 + wr l(x) + log w(x)
     and an interval [a, b] holding every x with f(x) > fmax - span.
@@ -147,8 +165,9 @@ def _weighted_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span):  # prag
     ncoarse = 600
     step = (hi - lo) / ncoarse
     lo2 = xcut - 12.0 * tau - 1.0
-    hi2 = xcut + max(wr, 0.0) * mu * tau * tau + 12.0 * tau + 1.0
-    nfine = int(min(4000.0, math.ceil(4.0 * (hi2 - lo2) / tau)))
+    hi2 = xcut + (wr if wr > 0.0 else 0.0) * mu * tau * tau + 12.0 * tau + 1.0
+    nf = 4.0 * (hi2 - lo2) / tau
+    nfine = 4000 if nf > 4000.0 else math.ceil(nf)
     step2 = (hi2 - lo2) / nfine
     fmax = -np.inf
     for i in range(ncoarse + 1):
@@ -168,13 +187,17 @@ def _weighted_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span):  # prag
         if lo2 <= x <= hi2:
             continue
         if -0.5 * x * x + wr * _ell(x, q, mu, lq, l1q) + split_log_weight(x, xcut, tau, part) > fmax - span:
-            a = min(a, x - step)
-            b = max(b, x + step)
+            if x - step < a:
+                a = x - step
+            if x + step > b:
+                b = x + step
     for i in range(nfine + 1):
         x = lo2 + i * step2
         if -0.5 * x * x + wr * _ell(x, q, mu, lq, l1q) + split_log_weight(x, xcut, tau, part) > fmax - span:
-            a = min(a, x - step2)
-            b = max(b, x + step2)
+            if x - step2 < a:
+                a = x - step2
+            if x + step2 > b:
+                b = x + step2
     if not a < b:
         a = lo
         b = hi
@@ -182,9 +205,10 @@ def _weighted_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span):  # prag
 
 
 @njit(cache=True)
-def sg_log_mgf(s_re, s_im, q, mu, add, dx_max, span, xcut=0.0, tau=1.0, part=-1):
+def sg_log_mgf(s_re, s_im, q, mu, add, dx_max, span, xcut, tau, part, out_re, out_im):
     # pragma: no cover - compiled
-    """log E_{x~N(0,1)}[exp(w l(x))] for w = s + 1 (remove) or w = -s (add), s = s_re + i s_im.
+    """log E_{x~N(0,1)}[exp(w l(x))] for w = s + 1 (remove) or w = -s (add), s = s_re + i s_im, written
+    to ``out_re + i out_im`` (arrays of the length of ``s_re``).
 
     Remove pair: P = (1-q)N(0,1) + q N(mu,1), Q = N(0,1): M(s) = E_Q[(p/q)^{s+1}].
     Add pair (swap): L' = -l(x) under Q = N(0,1): M(s) = E_Q[(p/q)^{-s}].
@@ -198,8 +222,6 @@ def sg_log_mgf(s_re, s_im, q, mu, add, dx_max, span, xcut=0.0, tau=1.0, part=-1)
     edge.  ``part`` < 0 is the unsplit MGF (the same arithmetic as without the weight).
     """
     n = s_re.shape[0]
-    out_re = np.empty(n)
-    out_im = np.empty(n)
     lq = math.log(q)
     l1q = math.log1p(-q)
     half_log_2pi = 0.5 * math.log(2.0 * math.pi)
@@ -254,14 +276,16 @@ def sg_log_mgf(s_re, s_im, q, mu, add, dx_max, span, xcut=0.0, tau=1.0, part=-1)
         s2 = sig * (1.0 - sig) if sig <= 0.5 else 0.25
         osc = abs(wi) * mu * sig
         dx = dx_max
-        if osc > 0:
-            dx = min(dx, 0.5 / osc)
+        if osc > 0 and 0.5 / osc < dx:
+            dx = 0.5 / osc
         # far lines: w l(x) has curvature up to |Re w| l'', which also limits the analyticity strip
         # usable by the trapezoid rule; shrink the step accordingly
-        dx = min(dx, 0.5 / math.sqrt(1.0 + abs(wr) * mu * mu * s2))
-        if part >= 0:
-            dx = min(dx, 0.25 * tau)
-        m = int(math.ceil((b - a) / dx))
+        dx_curv = 0.5 / math.sqrt(1.0 + abs(wr) * mu * mu * s2)
+        if dx_curv < dx:
+            dx = dx_curv
+        if part >= 0 and 0.25 * tau < dx:
+            dx = 0.25 * tau
+        m = math.ceil((b - a) / dx)
         if m < 64:
             m = 64
         dx = (b - a) / m
@@ -283,10 +307,9 @@ def sg_log_mgf(s_re, s_im, q, mu, add, dx_max, span, xcut=0.0, tau=1.0, part=-1)
         modulus = math.sqrt(acc_re * acc_re + acc_im * acc_im)
         out_re[j] = math.log(modulus) + fmax - half_log_2pi
         out_im[j] = math.atan2(acc_im, acc_re)
-    return out_re, out_im
 
 
-@njit(cache=True)
+@njit(cache=True)  # (also called from Python: the cost hint of the add direction)
 def _add_peak(c, q, mu, lq, l1q):  # pragma: no cover - compiled
     """argmax of -x^2/2 - c l(x) (add direction, c >= 0): the root of -x - c l'(x), in [-c mu, 0].
 
@@ -306,11 +329,26 @@ def _add_peak(c, q, mu, lq, l1q):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def _tilted_grid(c, q, mu, add, dx, xcut=0.0, tau=1.0, part=-1):  # pragma: no cover - compiled
-    """x-grid of the e^{cL}-tilted subsampled-Gaussian density and the max of its log (for scaling).
+def sg_envelope_constants(c, q, mu, add, dx, xcut, tau, part, bins, hist):  # pragma: no cover - compiled
+    """Constants of a rigorous decay bound on |M(c + it)| / M(c) for the subsampled Gaussian, and the
+    histogram of the tilted loss law behind its curvature bands.
 
-    Returns (log q, log(1 - q), log sqrt(2 pi), w, lo, hi, m, gmax): the log density at x is
-    -x^2/2 - log sqrt(2 pi) + w l(x) (+ the split weight of ``part``, see :func:`sg_log_mgf`) with
+    Returns (log M(c), TV, V, gmax, mass, u_lo, b, x_first, x_last) where, with nu the e^{cL}-tilted
+    loss law normalised to mass 1,
+    * TV = total variation of the tilted density (un-normalised), so |M(c+it)| <= TV / |t|;
+    * V = a lower bound on E[(X - X')^2; |X - X'| <= r] for X, X' iid ~ nu, with r = pi / t_max and
+      t_max = 2 TV / M(c); since 1 - cos y >= 2 y^2 / pi^2 on |y| <= pi,
+      |M(c+it)|^2 / M(c)^2 = E cos(t (X - X')) <= 1 - 2 t^2 V / pi^2 for |t| <= t_max;
+    * ``hist`` (zeros on entry) receives the tilted loss law on its length of equal bins of width b
+      from u_lo (:func:`_loss_histogram` over [u_lo, u_hi] and [x_first, x_last], the loss and x ranges
+      where the tilted density exceeds e^{-40} of its maximum ``gmax``); ``mass`` (same scale) is its
+      normaliser.
+    Masses come from a fine trapezoid grid of step ``dx`` (the caller applies safety factors); ``bins``
+    (zeros on entry) is the work array of the fine bins of V.  When TV is not finite the histogram is
+    not built (the caller keeps only the trivial bound).  ``part`` >= 0: the same for the split part's
+    weighted density (``sg_log_mgf``); ``part`` = -1: no split.
+
+    The x-grid: the log density at x is -x^2/2 - log sqrt(2 pi) + w l(x) (+ the split weight) with
     w = c + 1 (remove) or -c (add), on lo + i dx, i = 0..m.
     """
     lq = math.log(q)
@@ -327,34 +365,15 @@ def _tilted_grid(c, q, mu, add, dx, xcut=0.0, tau=1.0, part=-1):  # pragma: no c
         lo = -reach - 2.0 * mu
         hi = reach + 3.0 * mu
     if part >= 0:  # the weighted density's window (as in sg_log_mgf), with room for the e^-40 ranges
-        _, lo, hi = _weighted_window(wr, q, mu, lq, l1q, min(lo, xcut - 1.0), max(hi, xcut + 1.0), xcut, tau,
-                                     part, 120.0)
-    m = int(math.ceil((hi - lo) / dx))
+        _, lo, hi = _weighted_window(wr, q, mu, lq, l1q, lo if lo < xcut - 1.0 else xcut - 1.0,
+                                     hi if hi > xcut + 1.0 else xcut + 1.0, xcut, tau, part, 120.0)
+    m = math.ceil((hi - lo) / dx)
     gmax = -np.inf
     for i in range(m + 1):
         x = lo + i * dx
         lg = -0.5 * x * x - half_log_2pi + wr * _ell(x, q, mu, lq, l1q) + split_log_weight(x, xcut, tau, part)
         if lg > gmax:
             gmax = lg
-    return lq, l1q, half_log_2pi, wr, lo, hi, m, gmax
-
-
-@njit(cache=True)
-def sg_envelope_constants(c, q, mu, add, dx, nbins, xcut=0.0, tau=1.0, part=-1):
-    # pragma: no cover - compiled
-    """Constants of a rigorous decay bound on |M(c + it)| / M(c) for the subsampled Gaussian.
-
-    Returns (log M(c), TV, V) where, with nu the e^{cL}-tilted loss law normalised to mass 1,
-    * TV = total variation of the tilted density (un-normalised), so |M(c+it)| <= TV / |t|;
-    * V = a lower bound on E[(X - X')^2; |X - X'| <= r] for X, X' iid ~ nu, with r = pi / t_max and
-      t_max = 2 TV / M(c); since 1 - cos y >= 2 y^2 / pi^2 on |y| <= pi,
-      |M(c+it)|^2 / M(c)^2 = E cos(t (X - X')) <= 1 - 2 t^2 V / pi^2 for |t| <= t_max.
-    Masses come from a fine trapezoid grid (the caller applies safety factors).
-    Also returns, for :func:`sg_loss_histogram`, the scale ``gmax`` and the grid mass (same scale), and
-    the loss range [umin, umax] and x range [x_first, x_last] where the tilted density exceeds e^{-40}
-    of its maximum.  ``part`` >= 0: the same for the split part's weighted density (``sg_log_mgf``).
-    """
-    lq, l1q, half_log_2pi, wr, lo, hi, m, gmax = _tilted_grid(c, q, mu, add, dx, xcut, tau, part)
     # pass 2: mass and TV of the density in the loss variable, and the range that matters
     mass = 0.0
     tv = 0.0
@@ -371,10 +390,14 @@ def sg_envelope_constants(c, q, mu, add, dx, nbins, xcut=0.0, tau=1.0, part=-1):
         mass += g * dx
         if lg > -40.0:
             u = -ell if add else ell
-            u_lo = min(u_lo, u)
-            u_hi = max(u_hi, u)
-            x_first = min(x_first, x)
-            x_last = max(x_last, x)
+            if u < u_lo:
+                u_lo = u
+            if u > u_hi:
+                u_hi = u
+            if x < x_first:
+                x_first = x
+            if x > x_last:
+                x_last = x
         y = lq + mu * x - 0.5 * mu * mu
         log_lp = math.log(mu) - math.log1p(math.exp(l1q - y)) if y > l1q - 700 else math.log(mu) + y - l1q
         lf = lg - log_lp
@@ -385,9 +408,12 @@ def sg_envelope_constants(c, q, mu, add, dx, nbins, xcut=0.0, tau=1.0, part=-1):
     tv += prev
     log_mc = gmax + math.log(mass)
     tv_norm = tv / mass  # TV / M(c)
+    if not math.isfinite(tv_norm):
+        return log_mc, tv_norm, 0.0, gmax, mass, u_lo, 1.0, x_first, x_last
     t_max = 2.0 * tv_norm
     r = math.pi / t_max
     # bins of width r/64 in a window around the median loss (dropping pairs only lowers V)
+    nbins = bins.shape[0]
     cum = 0.0
     umed = 0.0
     for i in range(m + 1):
@@ -400,7 +426,6 @@ def sg_envelope_constants(c, q, mu, add, dx, nbins, xcut=0.0, tau=1.0, part=-1):
             break
     b = r / 64.0
     umin = umed - 0.5 * nbins * b
-    bins = np.zeros(nbins)
     for i in range(m + 1):
         x = lo + i * dx
         ell = _ell(x, q, mu, lq, l1q)
@@ -408,7 +433,7 @@ def sg_envelope_constants(c, q, mu, add, dx, nbins, xcut=0.0, tau=1.0, part=-1):
         u = -ell if add else ell
         kf = (u - umin) / b
         if 0.0 <= kf < nbins:
-            bins[int(kf)] += math.exp(lg) * dx / mass
+            bins[math.trunc(kf)] += math.exp(lg) * dx / mass
     # V >= sum over bin pairs at index distance d with (d + 1) b <= r of ((d - 1) b)^2 m_i m_j
     first = 0
     while first < nbins and bins[first] == 0.0:
@@ -422,28 +447,30 @@ def sg_envelope_constants(c, q, mu, add, dx, nbins, xcut=0.0, tau=1.0, part=-1):
         for i in range(first, last + 1 - d):
             acc += bins[i] * bins[i + d]
         v += 2.0 * acc * ((d - 1) * b) ** 2
-    return log_mc, tv_norm, v, gmax, mass, u_lo, u_hi, x_first, x_last
+    bh = _loss_histogram(c, q, mu, add, dx, gmax, u_lo, u_hi, x_first, x_last, xcut, tau, part, hist)
+    return log_mc, tv_norm, v, gmax, mass, u_lo, bh, x_first, x_last
 
 
-@njit(cache=True)
-def sg_loss_histogram(c, q, mu, add, dx, nb, gmax, total, umin, umax, x_first, x_last, xcut=0.0, tau=1.0,
-                      part=-1):  # pragma: no cover - compiled
-    """Histogram (nb equal bins) of the e^{cL}-tilted loss law of the subsampled Gaussian.
+@njit(**_HELPER)
+def _loss_histogram(c, q, mu, add, dx, gmax, umin, umax, x_first, x_last, xcut, tau, part, hist):
+    # pragma: no cover - compiled
+    """Histogram of the e^{cL}-tilted loss law of the subsampled Gaussian (or of a split part, ``part``
+    >= 0) on len(hist) equal bins of [umin, umax], added to ``hist``; returns the bin width b (1 when
+    the range is empty).
 
-    Takes the scale, grid mass and ranges computed by :func:`sg_envelope_constants` (same c, q, mu,
-    add, dx).  Returns (u_min, bin width b, masses, total): u = the loss (remove) or its negative (add),
-    on [umin, umax].  Cells of an x-grid whose step is shrunk so that each cell maps into one bin-width
-    of u are placed at their midpoint's bin (cells still wider than a bin are dropped: dropping mass
-    only lowers the curvature bound built on it).  ``total`` is the normaliser of the masses.
+    Takes the scale ``gmax`` and x range [x_first, x_last] of :func:`sg_envelope_constants` (same c, q,
+    mu, add, dx): u = the loss (remove) or its negative (add).  Cells of an x-grid whose step is
+    shrunk so that each cell maps into one bin-width of u are placed at their midpoint's bin (cells
+    still wider than a bin are dropped: dropping mass only lowers the curvature bound built on it).
     """
     lq = math.log(q)
     l1q = math.log1p(-q)
     half_log_2pi = 0.5 * math.log(2.0 * math.pi)
     wr = -c if add else c + 1.0
+    nb = hist.shape[0]
     b = (umax - umin) / nb
-    hist = np.zeros(nb)
     if not b > 0.0:
-        return umin, 1.0, hist, total
+        return 1.0
     # walk the x-range where the tilted density matters (+- one grid step)
     x = x_first - dx
     ell_a = _ell(x, q, mu, lq, l1q)
@@ -458,12 +485,20 @@ def sg_loss_histogram(c, q, mu, add, dx, nb, gmax, total, umin, umax, x_first, x
         lg = -0.5 * xm * xm - half_log_2pi + wr * ell - gmax + split_log_weight(xm, xcut, tau, part)
         if lg > -40.0 and abs(ell_b - ell_a) <= b:
             u = -ell if add else ell
-            k = int((u - umin) / b)
+            k = math.trunc((u - umin) / b)
             if 0 <= k < nb:
                 hist[k] += math.exp(lg) * h
         x += h
         ell_a = ell_b
-    return umin, b, hist, total
+    return b
+
+
+@njit(cache=True)
+def sg_loss_histogram(c, q, mu, add, dx, gmax, umin, umax, x_first, x_last, xcut, tau, part, hist):
+    # pragma: no cover - compiled
+    """:func:`_loss_histogram` callable from Python (a second histogram over a sub-window of the loss,
+    e.g. a split part's bulk): fills ``hist`` (zeros on entry), returns the bin width."""
+    return _loss_histogram(c, q, mu, add, dx, gmax, umin, umax, x_first, x_last, xcut, tau, part, hist)
 
 
 @njit(cache=True)
@@ -549,7 +584,7 @@ def sl_middle_tv(c, q, a, add, npts):  # pragma: no cover - compiled
     return first + prev + tv
 
 
-@njit(cache=True)
+@njit(**_HELPER)
 def _part_step(wi, wr, q, mu, lq, l1q, b, dx_max, tau):  # pragma: no cover - compiled
     """The trapezoid step of ``sg_log_mgf`` for one node (phase rate, curvature, weight)."""
     yb = lq + mu * (b + 1.0) - 0.5 * mu * mu - l1q

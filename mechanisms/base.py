@@ -37,7 +37,9 @@ numerical lower bound on its delta is a lower bound on the mechanism's true priv
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -54,6 +56,29 @@ def check_direction(direction: str) -> str:
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
     return direction
+
+
+def cost_hint(m: Mechanism) -> Callable[..., float]:
+    """``(t_max, c, direction) -> m.mgf_cost(t_max, c, direction)``; a plug-in hint written as
+    ``mgf_cost(t_max)`` (before the ``c`` and ``direction`` arguments existed) is called without them."""
+    try:
+        params = inspect.signature(m.mgf_cost).parameters
+    except (TypeError, ValueError):  # (no signature to inspect: pass all)
+        return m.mgf_cost
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params.values()) or len(params) >= 3:
+        return m.mgf_cost
+    if len(params) == 2:
+        return lambda t, c, direction="remove": m.mgf_cost(t, c)
+    return lambda t, c=0.0, direction="remove": m.mgf_cost(t)
+
+
+def envelope_cost(m: Mechanism, c: float, direction: str) -> float:
+    """``m.envelope_cost(c, direction)``, or ``m.envelope_cost(c)`` for a hint without ``direction``."""
+    try:
+        n = len(inspect.signature(m.envelope_cost).parameters)
+    except (TypeError, ValueError):
+        n = 2
+    return m.envelope_cost(c, direction) if n >= 2 else m.envelope_cost(c)
 
 
 class Mechanism:
@@ -120,20 +145,24 @@ class Mechanism:
         form (its floating-point term scales the node magnitudes by M(Re s)).  0 for closed forms."""
         return 0.0
 
-    def mgf_cost(self, t_max: float) -> float:
-        """Average relative cost of one ``log_mgf`` call at |Im s| <= t_max (closed forms: 1).
+    def mgf_cost(self, t_max: float, c: float = 0.0, direction: str = "remove") -> float:
+        """Relative cost of ``log_mgf(s, direction)`` per point s with |Im s| <= t_max and Re s = c, or
+        0 <= Re s <= c (closed forms: 1).
 
         The characteristic-function route caps its total work with it; when the cap binds, the
-        truncation point is lowered and the certified bracket gets wider (never wrong).
+        truncation point is lowered and the certified bracket gets wider (never wrong).  The hint must
+        grow at least as fast as the real work (e.g. with |Re s| for quadratures whose range or step
+        depends on it): the route's per-query meter relies on it to never start a call that would run
+        for minutes.  (A hint written without the ``c`` and ``direction`` arguments is still accepted.)
         """
         return 1.0
 
-    def envelope_cost(self, c: float) -> float:
-        """Cost of ``log_envelope_fn(c, ...)`` in the units of :meth:`mgf_cost` (default: 64 MGF calls).
+    def envelope_cost(self, c: float, direction: str = "remove") -> float:
+        """Cost of ``log_envelope_fn(c, direction)`` in the units of :meth:`mgf_cost` (default: 64 MGF calls).
 
         The characteristic-function route meters its work per query with these hints (bounded work).
         """
-        return 64.0 * self.mgf_cost(0.0)
+        return 64.0 * cost_hint(self)(0.0, c, direction)
 
     def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
         """log E_P[exp(s L); L finite] for complex s with 0 <= Re s < ``max_mgf_order``."""

@@ -40,6 +40,7 @@ import numpy as np
 
 from . import validation as V
 from ._poisson_kernels import (
+    _add_peak,
     poisson_rdp_int,
     sg_envelope_constants,
     sg_log_mgf,
@@ -51,7 +52,17 @@ from ._poisson_kernels import (
 from .base import Mechanism, as_complex_array, check_direction
 from .registry import from_dict, register
 
+#: integer RDP orders above this are not summed exactly (the binomial sum costs O(alpha) per order: an
+#: order grid growing to alpha = 1e8 took minutes); there the base mechanism's RDP, an upper bound
+#: (subsampling never increases Renyi divergence: joint convexity of exp((alpha - 1) D_alpha)), is used
+RDP_EXACT_MAX = 100_000
 _SPAN = 80.0  # the MGF integrand is dropped where it is below e^{-80} times its maximum
+# work of the split parts' kernels (SubsampledGaussianPart's cost bounds), in the unit of the unsplit
+# kernel's cost hint (~ one of its points), measured with numba microbenchmarks against that unit and
+# rounded up: l(x) and the weight (0.22 + 0.77); the extra of the weight's continued fraction (up to 60
+# chained divisions, 10.7 at z = -8); an exp (0.14); a cos/sin pair (0.21); a complex rotation (0.022)
+# plus a 16th of an exact cos/sin, per grid point and node of the line kernel
+_OP_LW, _OP_CF, _OP_EXP, _OP_CS, _OP_ROT = 1.1, 11.0, 0.15, 0.25, 0.04
 
 
 def _curvature_bands(u_min: float, b: float, hist: np.ndarray, total: float,
@@ -151,8 +162,9 @@ def sg_envelope(c: float, q: float, mu: float, add: bool, dx: float, xcut: float
     """t -> log of a bound on |M(c + it')| for all |t'| >= t, for the subsampled Gaussian (0 < q < 1) or,
     with ``part`` >= 0, for one part of its split P-measure (see :class:`SubsampledGaussian`'s
     ``log_envelope_fn`` for the bound; the same construction on the part's weighted density)."""
-    log_mc, tv_norm, v_fine, *scale_and_range = sg_envelope_constants(c, q, mu, add, dx, 1 << 14,
-                                                                      xcut, tau, part)
+    hist = np.zeros(1 << 13)
+    log_mc, tv_norm, v_fine, gmax, total, u_min, b, x_first, x_last = sg_envelope_constants(
+        c, q, mu, add, dx, xcut, tau, part, np.zeros(1 << 14), hist)
     if not math.isfinite(tv_norm):
         # the loss density's total variation overflowed (tiny sigma: the density in the loss variable
         # exceeds e^700 near log(1 - q)); keep only the trivial bound |M(c + it)| <= M(c)
@@ -161,22 +173,21 @@ def sg_envelope(c: float, q: float, mu: float, add: bool, dx: float, xcut: float
         v_fine = 0.0  # V >= 0 always holds (a smaller V only weakens the bound)
     tv_norm *= 1.1
     t_max = 2.0 * tv_norm / 1.1
-    hist = sg_loss_histogram(c, q, mu, add, dx, 1 << 13, *scale_and_range, xcut, tau, part)
-    edges, v_band = _curvature_bands(*hist, t_max)
+    edges, v_band = _curvature_bands(u_min, b, hist, total, t_max)
     if part >= 0:
         # a split part's tilted law can hold its bulk in a few bins of the full-range histogram (a
         # narrow core next to a tail reaching the cut): a second, fine histogram over the bulk's window
         # (pairs outside it dropped, which only lowers V) resolves it; per band the larger V holds
-        window = _bulk_window(*hist)
+        window = _bulk_window(u_min, b, hist, total)
         if window is not None:
-            gmax, total, _, _, x_first, x_last = scale_and_range
             # walk only the outputs x whose loss falls in the window (the loss is monotone in x)
             xs = sorted(_x_of_loss(-u if add else u, q, mu) for u in window)
             x_a, x_b = max(x_first, xs[0] - dx), min(x_last, xs[1] + dx)
             if x_a < x_b:
-                fine = sg_loss_histogram(c, q, mu, add, dx, 1 << 13, gmax, total, *window, x_a, x_b,
-                                         xcut, tau, part)
-                edges, v_band = _merge_bands(edges, v_band, *_curvature_bands(*fine, t_max))
+                fine = np.zeros(1 << 13)
+                b_fine = sg_loss_histogram(c, q, mu, add, dx, gmax, *window, x_a, x_b, xcut, tau, part, fine)
+                edges, v_band = _merge_bands(edges, v_band,
+                                             *_curvature_bands(window[0], b_fine, fine, total, t_max))
     v_band = 0.9 * np.maximum(v_band, v_fine)
     with np.errstate(over="ignore", invalid="ignore"):  # t^2 V beyond float range: near bound 0
         curv = np.where(v_band > 0.0, np.r_[0.0, edges[:-1]] ** 2 * v_band, 0.0)
@@ -234,18 +245,25 @@ class SubsampledGaussian(Mechanism):
         return self.sensitivity / self.sigma
 
     # ---------------------------------------------------------------- RDP
+    #: orders above this get the Gaussian's RDP alpha mu^2 / 2 (an upper bound; :data:`RDP_EXACT_MAX`)
+    rdp_exact_max = RDP_EXACT_MAX
+
     def rdp_int(self, alphas) -> np.ndarray:
-        """Exact RDP at integer orders >= 2 (tight formula, remove direction)."""
+        """Exact RDP at integer orders 2..``rdp_exact_max`` (tight formula, remove direction; Mironov,
+        Talwar & Zhang 2019, Thm 11); above, the unsubsampled Gaussian's alpha mu^2 / 2 (upper bound)."""
         a = np.asarray(alphas, dtype=np.int64)
         q, mu2 = self.sample_rate, self.mu**2
         if q == 0.0:
             return np.zeros(a.shape)
-        if q == 1.0:
-            return a * mu2 / 2.0
-        amax = int(a.max()) if a.size else 2
-        ell = np.arange(amax + 1, dtype=float)
+        out = a * mu2 / 2.0
+        exact = a <= self.rdp_exact_max
+        if q == 1.0 or not np.any(exact):
+            return out
+        ae = a[exact]
+        ell = np.arange(int(ae.max()) + 1, dtype=float)
         kv = ell * (ell - 1.0) * mu2 / 2.0
-        return np.minimum(poisson_rdp_int(a, q, kv, 0), a * mu2 / 2.0)
+        out[exact] = np.minimum(poisson_rdp_int(ae, q, kv, 0), out[exact])
+        return out
 
     def rdp(self, alpha) -> np.ndarray:
         al = V.alphas(alpha)
@@ -258,17 +276,79 @@ class SubsampledGaussian(Mechanism):
     def log_mgf_error(self) -> float:
         return 0.0 if self.sample_rate in (0.0, 1.0) else 2e-13
 
-    def mgf_cost(self, t_max: float) -> float:
-        # x-grid of ~30/dx points, refined where the oscillation |t| mu exceeds 1/(2 dx); for mu > 8 the
-        # range of x that matters also grows with mu (measured: 0.09 s per call at mu = 1000)
-        return (30.0 / self._dx()) * max(1.0, self.mu / 8.0) + 30.0 * t_max * self.mu
+    def mgf_cost(self, t_max: float, c: float = 0.0, direction: str = "remove") -> float:
+        """Cost hint per point (units of ~8 quadrature nodes): the larger of the typical cost and a bound
+        on the kernel's work on the line Re s = c >= 0 (or at the real point c), |Im s| <= t_max.
+
+        Typical: an x-grid of ~30/dx points, refined where the oscillation |t| mu exceeds 1/(2 dx); for
+        mu > 8 the range of x that matters also grows with mu (measured: 0.09 s per call at mu = 1000).
+        Bound (``sg_log_mgf``): with w = s + 1 or -s (|Re w| <= c + 1), 3 x 601 coarse points (half a
+        node each: one l(x), no exp/cos/sin) and at
+        most W / dx + 64 nodes, where W is the window found by the coarse scan (one coarse step each
+        side) inside max(2 (14 + |Re w| mu) + mu, 2 (14 + sqrt(2 span))), and 1/dx <= 1/dx_max +
+        2 |Im w| mu + sqrt(4 + |Re w| mu^2) (oscillation, curvature).  At large c the window is a few
+        coarse steps but the step shrinks like 1 / (mu sqrt(c)): the work grows without bound (seconds
+        per call at c = 1e5, mu = 5), which the typical cost (independent of c) would hide from the
+        route's work meter.  When the closed-form window makes the bound exceed the typical cost, the
+        window is measured by the kernel's coarse scan (``_window``).  The add direction (Re w = -c <= 0)
+        integrates a fixed window around its peak x_p (``_add_peak``), and its curvature and oscillation
+        terms use the sigmoid at the window's top + 1 (the kernel's rule), not its bound 1.
+        """
+        mu = self.mu
+        typical = (30.0 / self._dx()) * max(1.0, mu / 8.0) + 30.0 * t_max * mu
+        wr = abs(c) + 1.0
+        inv_dx = 1.0 / self._dx() + 2.0 * t_max * mu + math.sqrt(4.0 + wr * mu * mu)
+        fixed = 2.0 * (14.0 + math.sqrt(2.0 * _SPAN))  # the window of Re w <= 0 (around the add peak)
+        width = max(2.0 * (14.0 + wr * mu) + mu, fixed) * (1.0 + 1.0 / 300.0)
+        extra = 64.0 + 0.5 * 3 * 601
+        if (width * inv_dx + extra) / 8.0 > typical and 0.0 < self.sample_rate < 1.0:
+            if direction == "add":
+                q = self.sample_rate
+                width, top = self._window(-abs(c))
+                y = math.log(q) + mu * (top + 1.0) - 0.5 * mu * mu - math.log1p(-q)
+                sig = 1.0 / (1.0 + math.exp(-y)) if y > -700 else 0.0
+                s2 = sig * (1.0 - sig) if sig <= 0.5 else 0.25
+                inv_dx = (1.0 / self._dx() + 2.0 * t_max * mu * sig
+                          + 2.0 * math.sqrt(1.0 + abs(c) * mu * mu * s2))
+            else:
+                width = max(self._window(wr)[0], fixed * (1.0 + 1.0 / 300.0))
+        return max(typical, (width * inv_dx + extra) / 8.0)
+
+    def _window(self, wr: float) -> tuple[float, float]:
+        """(width, top) of the x-window that ``sg_log_mgf`` integrates for Re w = wr (the region where
+        -x^2/2 + wr l(x) is within ``_SPAN`` of its maximum on the kernel's 601-point coarse grid: around
+        0 for wr > 0, around the add peak for wr <= 0), one coarse step each side plus one more for the
+        rounding of this numpy replica of the scan."""
+        q, mu = self.sample_rate, self.mu
+        lq, l1q = math.log(q), math.log1p(-q)
+        if wr > 0.0:
+            lo, hi = -(14.0 + wr * mu), 14.0 + wr * mu + mu
+        else:
+            xp = _add_peak(-wr, q, mu, lq, l1q)
+            lo, hi = xp - 14.0 - math.sqrt(2.0 * _SPAN), xp + 14.0 + math.sqrt(2.0 * _SPAN)
+        step = (hi - lo) / 600.0
+        x = lo + step * np.arange(601)
+        with np.errstate(over="ignore", invalid="ignore"):
+            f = -0.5 * x * x + wr * np.logaddexp(l1q, lq + mu * x - 0.5 * mu * mu)
+        inside = np.nonzero(f > np.max(f) - _SPAN)[0]
+        if not (np.all(np.isfinite(f)) and inside.size):
+            return hi - lo + 4.0 * step, hi + 2.0 * step  # (float trouble: the whole coarse range)
+        return float(x[inside[-1]] - x[inside[0]]) + 4.0 * step, float(x[inside[-1]]) + 2.0 * step
 
     def _dx(self) -> float:
         return min(0.125, 0.25 / self.mu)
 
-    def envelope_cost(self, c: float) -> float:
-        """The envelope's fine grid (step min(0.004, 0.04/mu)) is walked a few times: ~256 units/node."""
-        return 256.0 * 30.0 / min(0.004, 0.04 / self.mu) * max(1.0, self.mu / 8.0)
+    def envelope_cost(self, c: float, direction: str = "remove") -> float:
+        """The envelope's fine grid (step dx = min(0.004, 0.04/mu)) is walked a few times: ~256 units per
+        node of a 30-wide grid, or 16 units per node (four passes, a margin of four) of the grid's real
+        width (``sg_envelope_constants``: 2 (16 + (c + 1) mu) + 5 mu for remove, growing with c;
+        32 + 5 mu around the add peak) when that is larger."""
+        dx = min(0.004, 0.04 / self.mu)
+        if direction == "add":
+            width = 32.0 + 5.0 * self.mu
+        else:
+            width = 2.0 * (16.0 + (abs(c) + 1.0) * self.mu) + 5.0 * self.mu
+        return max(256.0 * 30.0 / dx * max(1.0, self.mu / 8.0), 16.0 * width / dx)
 
     def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
         check_direction(direction)
@@ -280,8 +360,9 @@ class SubsampledGaussian(Mechanism):
             # remove: the Gaussian pair; add: the swapped Gaussian pair has the same loss law
             return s * (s + 1.0) * (mu**2 / 2.0)
         flat = s.ravel()
-        re, im = sg_log_mgf(np.ascontiguousarray(flat.real), np.ascontiguousarray(flat.imag), q, mu,
-                            direction == "add", self._dx(), _SPAN, 0.0, 1.0, -1)
+        re, im = np.empty(flat.size), np.empty(flat.size)
+        sg_log_mgf(np.ascontiguousarray(flat.real), np.ascontiguousarray(flat.imag), q, mu,
+                   direction == "add", self._dx(), _SPAN, 0.0, 1.0, -1, re, im)
         return (re + 1j * im).reshape(s.shape)
 
     def total_variation(self, direction: str = "remove") -> float:
@@ -348,7 +429,8 @@ class SubsampledGaussian(Mechanism):
         return m, err, lo, hi
 
     def log_envelope_fn(self, c: float, direction: str = "remove"):
-        """t -> log of a bound on |M(c + it')| for all |t'| >= t (see sg_envelope_constants).
+        """t -> log of a bound on |M(c + it')| for all |t'| >= t (see :func:`sg_envelope` and
+        ``_poisson_kernels.sg_envelope_constants``).
 
         With X, X' iid from the e^{cL}-tilted loss law and 1 - cos y >= 2 y^2 / pi^2 on |y| <= pi,
         |M(c+it)|^2 / M(c)^2 = E cos(t (X - X')) <= 1 - 2 t^2 V(r) / pi^2
@@ -437,25 +519,184 @@ class SubsampledGaussianPart(Mechanism):
         y = math.log(q) + mu * (self.x_cut + 1.0) - 0.5 * mu**2 - math.log1p(-q)
         return 1.0 if y > 0.0 else math.exp(y)
 
-    def mgf_cost(self, t_max: float) -> float:
-        # one call: the window scans (~600 + 120 / tau points) and a grid of step min(dx, 0.5 / (t l'))
-        # over ~30 units of x; nodes on one line (the contour's grids) share the scans and the grid, and
-        # cost a complex rotation per grid point (measured ~1/16 of a point of the unsplit kernel, which
-        # takes an exp, a log and a cos/sin per point: the unit of these hints)
-        # (l' <= mu: at lines far above the saddle the tilt pushes even the core's window to where l' ~ mu,
-        # so the phase rate is bounded by t mu, not by the slope at the cut)
+    def mgf_cost(self, t_max: float, c: float = 0.0, direction: str = "remove") -> float:
+        """Cost hint per point s with Re s = c, |Im s| <= t_max: the larger of the typical cost and a bound
+        on the kernels' work at this c (:meth:`_work_bound`), in the unit of the unsplit kernel's hint
+        (~ one of its points: an exp, a log and a cos/sin).
+
+        Typical: one call scans the window (~600 + 120 / tau points) and integrates on a grid of step
+        min(dx, 0.5 / (t l')) over ~30 units of x; nodes on one line (the contour's grids; t_max > 0)
+        share the scans and the grid and cost a complex rotation per grid point (~1/16 of a point).
+        (l' <= mu: at lines far above the saddle the tilt pushes even the core's window to where l' ~ mu,
+        so the phase rate is bounded by t mu, not by the slope at the cut.)  The typical cost ignores c:
+        the window and the step of far lines are not in it.
+        """
         rate = 2.0 * t_max * self.mu
         points = 30.0 * max(1.0 / self._dx(), rate) * max(1.0, self.mu / 8.0)
-        if t_max == 0.0:
-            return points + 600.0 + 120.0 / self.tau
-        return points / 16.0 + 16.0
+        typical = points + 600.0 + 120.0 / self.tau if t_max == 0.0 else points / 16.0 + 16.0
+        return max(typical, self._work_bound(t_max, c, direction, typical))
+
+    # -------------------------------------------------- cost bounds (the kernels' work at a given c)
+    def _cf_zone(self) -> tuple[float, float]:
+        """The x-range where the weight takes its continued fraction (8 <= -z <= 40, ``log_ndtr``)."""
+        xcut, tau = float(self.x_cut), float(self.tau)
+        if self.part == 0:
+            return xcut + 8.0 * tau, xcut + 40.0 * tau
+        return xcut - 40.0 * tau, xcut - 8.0 * tau
+
+    def _grid_cost(self, a: float, b: float, n: float) -> float:
+        """l(x) and the weight at n equally spaced points of [a, b] (those in ``_cf_zone`` at their cost)."""
+        za, zb = self._cf_zone()
+        overlap = min(b, zb) - max(a, za)
+        n_cf = 0.0 if overlap < 0.0 else min(n, overlap * (n - 1.0) / (b - a) + 1.0) if b > a else n
+        return n * _OP_LW + n_cf * _OP_CF
+
+    def _scan_cost(self, wr: float, lo: float, hi: float) -> float:
+        """The two passes of ``_weighted_window`` over its coarse range [lo, hi] and its fine range."""
+        lo2, hi2, n_f = self._fine_range(wr)
+        return 2.0 * self._grid_cost(lo, hi, 601.0) + 2.0 * self._grid_cost(lo2, hi2, n_f + 1.0)
+
+    def _fine_range(self, wr: float) -> tuple[float, float, int]:
+        """``_weighted_window``'s fine scan: [lo2, hi2] around the weight's edge in n_f steps."""
+        xcut, tau = float(self.x_cut), float(self.tau)
+        lo2 = xcut - 12.0 * tau - 1.0
+        hi2 = xcut + max(wr, 0.0) * self.mu * tau * tau + 12.0 * tau + 1.0
+        return lo2, hi2, int(min(4000.0, math.ceil(4.0 * (hi2 - lo2) / tau)))
+
+    def _work_bound(self, t_max: float, c: float, direction: str, typical: float) -> float:
+        """Upper bound on the work per point of ``log_mgf`` at Re s = c >= 0, |Im s| <= t_max.
+
+        The kernels (``sg_log_mgf``'s weighted branch, ``sg_part_line_log_mgf``), with w = s + 1
+        (remove) or -s (add): the window scans of ``_weighted_window`` (l(x) and the weight at 2 x 601
+        coarse and 2 (n_f + 1) fine points, ``_scan_cost``); then a trapezoid grid of m + 1 <=
+        max(65, W / dx + 2) points over the window [a, b] they find (W = b - a, measured by
+        ``_part_window``), with 1/dx = max(1/dx_max, 2 |Im w| mu sig, 2 sqrt(1 + |Re w| mu^2 s2)) (sig,
+        s2: the sigmoid and its curvature term at b + 1, the kernels' rule).  A point alone (t_max = 0:
+        ``sg_log_mgf``) costs the scans and, per grid point, l(x), the weight, an exp and a cos/sin.  On
+        a line (t_max > 0), per node: a rotation (and a 16th of an exact cos/sin) per grid point, a 64th
+        of the grid's l(x), weight and exp (one grid per 64 nodes) and a 256th of the scans (one per call:
+        a call with fewer nodes is under-counted by at most one scan, ~1 ms).  Operation costs
+        (``_OP_*``) were measured relative to the unsplit kernel's unit and rounded up; the weight's
+        continued fraction (up to 60 chained divisions) is charged where the points fall in its zone.
+        When the bound with the kernels' whole scan ranges as the window and sig = 1 is below
+        ``typical``, that is returned without measuring the window.
+        """
+        mu = self.mu
+        wr = -abs(c) if direction == "add" else abs(c) + 1.0
+        wi = t_max  # (|Im w| = |Im s|)
+
+        def cost(a: float, b: float, sig: float, scans: float) -> float:
+            s2 = sig * (1.0 - sig) if sig <= 0.5 else 0.25
+            inv_dx = max(1.0 / self._dx(), 2.0 * wi * mu * sig, 2.0 * math.sqrt(1.0 + abs(wr) * mu * mu * s2))
+            n = max(65.0, (b - a) * inv_dx + 2.0)
+            grid = self._grid_cost(a, b, n)
+            if t_max == 0.0:
+                return scans + grid + n * (_OP_EXP + _OP_CS)
+            return n * _OP_ROT + (grid + n * _OP_EXP) / 64.0 + scans / 256.0
+
+        lo, hi = self._mgf_range(wr)
+        scans = self._scan_cost(wr, lo, hi)
+        lo2, hi2, _ = self._fine_range(wr)
+        step = (hi - lo) / 600.0
+        if cost(min(lo, lo2) - step, max(hi, hi2) + step, 1.0, scans) <= typical:
+            return typical
+        a, b = self._part_window(wr, lo, hi, _SPAN)
+        y = math.log(self.sample_rate) + mu * (b + 1.0) - 0.5 * mu * mu - math.log1p(-self.sample_rate)
+        return cost(a, b, 1.0 / (1.0 + math.exp(-y)) if y > -700 else 0.0, scans)
+
+    def _mgf_range(self, wr: float) -> tuple[float, float]:
+        """The coarse scan range of the MGF kernels for Re w = wr (around the add peak for wr <= 0)."""
+        if wr <= 0.0:
+            q = self.sample_rate
+            xp = _add_peak(-wr, q, self.mu, math.log(q), math.log1p(-q))
+            return xp - 14.0 - math.sqrt(2.0 * _SPAN), xp + 14.0 + math.sqrt(2.0 * _SPAN)
+        return -(14.0 + wr * self.mu), 14.0 + wr * self.mu + self.mu
+
+    def _part_window(self, wr: float, lo: float, hi: float, span: float) -> tuple[float, float]:
+        """An interval holding the x-window that ``_weighted_window`` finds for Re w = wr, coarse range
+        [lo, hi] and ``span`` (a numpy replica: the points of its coarse and fine scans where
+        -x^2/2 + wr l(x) + log w(x) is within span + 1 of the scans' maximum (one unit of slack for the
+        replica's rounding), each widened by two steps of its scan (the kernel: one)).  Memoised."""
+        key = ("window", wr, lo, hi, span)
+        got = self._real.get(key)
+        if got is not None:
+            return got
+        from scipy.special import log_ndtr
+
+        q, mu, xcut, tau = self.sample_rate, self.mu, float(self.x_cut), float(self.tau)
+        lq, l1q = math.log(q), math.log1p(-q)
+        lo2, hi2, n_f = self._fine_range(wr)
+        step, step2 = (hi - lo) / 600.0, (hi2 - lo2) / n_f
+        xc, xf = lo + step * np.arange(601), lo2 + step2 * np.arange(n_f + 1)
+
+        def f(x: np.ndarray) -> np.ndarray:
+            z = (xcut - x) / tau if self.part == 0 else (x - xcut) / tau
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                return (-0.5 * x * x + wr * np.logaddexp(l1q, lq + mu * x - 0.5 * mu * mu)
+                        + np.where(z > 9.0, 0.0, log_ndtr(z)))
+
+        fc, ff = f(xc), f(xf)
+        level = max(np.max(fc), np.max(ff)) - span - 1.0
+        # (the kernel leaves the coarse points inside the fine range to the fine scan; points within a
+        # fine step of its ends are kept here, against the rounding of the range test)
+        inner = (xc > lo2 + step2) & (xc < hi2 - step2)
+        found = ((xc, (fc > level) & ~inner, step), (xf, ff > level, step2))
+        ends = [x[k] + sgn * 2.0 * h for x, k, h in found for sgn in (-1.0, 1.0) if np.any(k)]
+        if np.all(np.isfinite(fc)) and np.all(np.isfinite(ff)) and ends:
+            out = float(min(np.min(e) for e in ends)), float(max(np.max(e) for e in ends))
+        else:  # (float trouble, or nothing found: both scan ranges)
+            out = min(lo, lo2) - 2.0 * step, max(hi, hi2) + 2.0 * step
+        self._real[key] = out
+        return out
 
     def _env_dx(self) -> float:
         return min(0.004, 0.04 / self.mu, self.tau / 16.0)
 
-    def envelope_cost(self, c: float) -> float:
-        # a few walks over the part's window (~40 units of x at the envelope's step; measured 10-20 ms)
-        return 8.0 * 40.0 / self._env_dx() * max(1.0, self.mu / 8.0)
+    def envelope_cost(self, c: float, direction: str = "remove") -> float:
+        """Cost of ``log_envelope_fn(c, direction)`` (unit of :meth:`mgf_cost`): the larger of the typical
+        cost (a few walks over ~40 units of x at the envelope's step) and a bound on the work at this c.
+
+        Bound (``sg_envelope_constants`` with the weight, then :func:`sg_envelope`): the window scans
+        (``_scan_cost``), four passes over the grid of step dx = ``_env_dx`` on the window [a, b] that
+        ``_weighted_window`` finds (span 120; ``_part_window``): l(x), the weight and up to two exps per
+        point; two loss histograms, each walking at most W / dx + 2 x 8192 + 4 cells (two l(x), the
+        weight, two exps); 2 x 8000 units for the FFTs and array passes of the curvature bands.  The
+        weight's continued fraction is charged on the grid points in its zone and, for the histograms'
+        refined cells (the 2 x 8192), by the zone's share of the window's loss range (a cell's share of
+        the loss range is what refines it; for the second, bulk-window histogram this is an estimate: at
+        most ~2 x 8192 x 11 units more, ~10 ms, when the bulk lies in the weight's far tail).
+        """
+        mu, dx = self.mu, self._env_dx()
+        typical = 8.0 * 40.0 / dx * max(1.0, mu / 8.0)
+        add = direction == "add"
+        wr = -abs(c) if add else abs(c) + 1.0
+        q, xcut = self.sample_rate, float(self.x_cut)
+        lq, l1q = math.log(q), math.log1p(-q)
+
+        def cost(a: float, b: float, scans: float, cf_share: float) -> float:
+            n = (b - a) / dx + 2.0
+            passes = 4.0 * (self._grid_cost(a, b, n) + 2.0 * n * _OP_EXP)
+            cells = n + 2.0 * 8192.0 + 4.0
+            hist = 2.0 * (self._grid_cost(a, b, n) + n * _OP_LW + cells * 2.0 * _OP_EXP
+                          + 2.0 * 8192.0 * (_OP_LW * 2.0 + cf_share * _OP_CF))
+            return scans + passes + hist + 2.0 * 8000.0
+
+        if add:  # (the kernel's range: around the add peak)
+            xp = _add_peak(abs(c), q, mu, lq, l1q)
+            lo, hi = xp - 16.0 - 2.0 * mu, xp + 16.0 + 3.0 * mu
+        else:
+            lo, hi = -(16.0 + wr * mu) - 2.0 * mu, 16.0 + wr * mu + 3.0 * mu
+        lo, hi = min(lo, xcut - 1.0), max(hi, xcut + 1.0)
+        scans = self._scan_cost(wr, lo, hi)
+        lo2, hi2, _ = self._fine_range(wr)
+        step = (hi - lo) / 600.0
+        if cost(min(lo, lo2) - step, max(hi, hi2) + step, scans, 1.0) <= typical:
+            return typical
+        a, b = self._part_window(wr, lo, hi, 120.0)
+        za, zb = max(a, self._cf_zone()[0]), min(b, self._cf_zone()[1])
+        loss = np.logaddexp(l1q, lq + mu * np.array([a, b, za, zb]) - 0.5 * mu * mu)
+        share = 0.0 if za >= zb else min(1.0, (loss[3] - loss[2]) / max(loss[1] - loss[0], 1e-300))
+        return max(typical, cost(a, b, scans, share))
 
     def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
         check_direction(direction)
@@ -466,7 +707,8 @@ class SubsampledGaussianPart(Mechanism):
         if flat.size > 1 and np.all(flat.real == flat[0].real):  # nodes on one line: the line kernel
             re, im = sg_part_line_log_mgf(float(flat[0].real), np.ascontiguousarray(flat.imag), *args)
         else:
-            re, im = sg_log_mgf(np.ascontiguousarray(flat.real), np.ascontiguousarray(flat.imag), *args)
+            re, im = np.empty(flat.size), np.empty(flat.size)
+            sg_log_mgf(np.ascontiguousarray(flat.real), np.ascontiguousarray(flat.imag), *args, re, im)
         return (re + 1j * im).reshape(s.shape)
 
     def log_mgf_real(self, c: float, direction: str = "remove") -> float:
@@ -538,8 +780,12 @@ class PoissonSubsampled(Mechanism):
         e = self.base.pure_epsilon
         return math.log1p(self.sample_rate * math.expm1(e)) if math.isfinite(e) else math.inf
 
+    #: orders above this get the base mechanism's RDP (an upper bound; :data:`RDP_EXACT_MAX`)
+    rdp_exact_max = RDP_EXACT_MAX
+
     def rdp_int(self, alphas, mode: str = "auto") -> np.ndarray:
-        """RDP at integer orders >= 2; ``mode`` in {"auto", "tight", "general"} (general = Thm 2.3.1)."""
+        """RDP at integer orders >= 2; ``mode`` in {"auto", "tight", "general"} (general = Thm 2.3.1);
+        above ``rdp_exact_max`` the base mechanism's RDP (an upper bound)."""
         a = np.asarray(alphas, dtype=np.int64)
         q = self.sample_rate
         if q == 0.0:
@@ -547,6 +793,13 @@ class PoissonSubsampled(Mechanism):
         base_at = np.asarray(self.base.rdp(a.astype(float)), dtype=float)
         if q == 1.0:
             return base_at
+        exact = a <= self.rdp_exact_max
+        if not np.all(exact):
+            out = base_at.copy()
+            if np.any(exact):
+                out[exact] = self.rdp_int(a[exact], mode)
+            pe = self.pure_epsilon
+            return np.minimum(out, pe) if math.isfinite(pe) else out
         amax = int(a.max())
         ell = np.arange(2, amax + 1, dtype=float)
         kv = np.zeros(amax + 1)
@@ -624,9 +877,14 @@ class SubsampledLaplace(Mechanism):
     def log_mgf_error(self) -> float:
         return 1e-13
 
-    def mgf_cost(self, t_max: float) -> float:
-        # 10-point Gauss-Legendre panels, about (|t| + |Re s|) a / 2 + 4 of them; average over [0, t_max]
-        return 10.0 * (4.0 + self.a * t_max / 4.0)
+    def mgf_cost(self, t_max: float, c: float = 0.0, direction: str = "remove") -> float:
+        """10-point Gauss-Legendre panels, (|Im w| + |Re w|) a / 2 + a + 5 of them at most (w = s + 1 or
+        -s; ``sl_middle_log_mgf``), walked twice: the typical cost (average over [0, t_max] at small
+        |Re s|) or a quarter of that bound at |Re s| <= c, whichever is larger."""
+        a = self.a
+        typical = 10.0 * (4.0 + a * t_max / 4.0)
+        bound = 2.0 * 10.0 * ((t_max + abs(c) + 1.0) * a / 2.0 + a + 5.0)
+        return max(typical, bound / 4.0)
 
     def _atom_losses(self) -> tuple[float, float]:
         q, a = self.sample_rate, self.a

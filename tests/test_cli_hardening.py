@@ -475,3 +475,19 @@ def test_rdp_delta_at_huge_epsilon_is_fast_and_never_rounds_to_zero():
     assert time.perf_counter() - t0 < 5.0
     # closed-form check: the Gaussian's RDP bound exp((a-1)(a mu^2/2 - eps)) at a = 256 underflows at eps=1e3
     assert PrivacyAccountant().compose(Gaussian(sigma=1.0)).certificate(epsilon=1e3, method="rdp").delta > 0
+
+
+def test_warmup_compiles_every_route_family_and_names_the_cache(capsys):
+    """``dpcert warmup`` runs one certified query per route family (so later processes only load cached
+    kernels) and says where numba keeps the cache; extra arguments are a one-line usage error."""
+    from accountant import warmup
+
+    assert main(["warmup"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    labels = [label for label, _ in warmup._queries()]
+    assert [line.split(":")[0] for line in out[:-1]] == labels
+    assert "numba cache:" in out[-1]
+    assert main(["warmup", "-q"]) == 0 and capsys.readouterr().out == ""
+    assert main(["warmup", "--nope"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert warmup.main(["-q"]) == 0 and capsys.readouterr().out == ""  # (python -m accountant.warmup)

@@ -454,3 +454,35 @@ def test_binomial_power_window_equals_full_enumeration(w0, w1, k):
     np.testing.assert_allclose(got.logw[order], want_w[np.argsort(want_l)], atol=1e-9, rtol=0)
     pruned = np.exp(logw[~keep]).sum() if (~keep).any() else 0.0
     assert got.dropped_mass >= pruned
+
+
+def test_plug_in_cost_hints_with_the_older_signatures_are_accepted():
+    """Cost hints written before ``c`` and ``direction`` existed (``mgf_cost(t_max)``,
+    ``mgf_cost(t_max, c)``, ``envelope_cost(c)``) still drive the contour's work meter; the bracket
+    contains the mu-GDP closed form (Dong, Roth & Su 2022, Cor. 2; mpmath)."""
+    from dataclasses import dataclass
+
+    from mechanisms.base import cost_hint, envelope_cost
+
+    @dataclass(frozen=True)
+    class OneArg(Gaussian):
+        def mgf_cost(self, t_max):
+            return 1.0
+
+        def envelope_cost(self, c):
+            return 64.0
+
+    @dataclass(frozen=True)
+    class TwoArgs(Gaussian):
+        def mgf_cost(self, t_max, c):
+            return 1.0 + 0.0 * c
+
+    mu, eps = math.sqrt(3.0), 1.0
+    e = mp.mpf(eps)
+    truth = float(mp.ncdf(-e / mu + mu / 2) - mp.exp(e) * mp.ncdf(-e / mu - mu / 2))
+    for cls in (OneArg, TwoArgs):
+        m = cls(sigma=1.0)
+        assert cost_hint(m)(10.0, 2.0, "add") == 1.0 and envelope_cost(m, 2.0, "add") == 64.0
+        for direction in ("remove", "add"):
+            b = contour.delta_bounds(contour.ComposedPLD([(m, 3)], direction), eps)
+            assert b.lower <= truth * (1 + ULP) and truth * (1 - ULP) <= b.upper

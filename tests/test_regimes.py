@@ -121,3 +121,143 @@ def test_work_limit_fallback_brackets_the_truth(eps):
     be = contour.epsilon_bounds(pld, d, work_limit=1.0)
     assert be.details["work_limit"]
     assert be.lower <= eps * (1 + 1e-12) and be.upper >= eps * (1 - 1e-12)
+
+
+# ------------------------------------------------------------------ inputs found by the slow API fuzz
+def _sg_rdp2(q: float, sigma: float):
+    """Exact RDP of one subsampled-Gaussian step at alpha = 2 (mpmath): log(1 + q^2 (e^{1/sigma^2} - 1))
+    (the binomial sum of Mironov et al. 2019 at alpha = 2)."""
+    import mpmath as mp
+
+    return mp.log(1 + mp.mpf(q) ** 2 * mp.expm1(1 / mp.mpf(sigma) ** 2))
+
+
+def _tv_cap(q: float, sigma: float, steps: int) -> float:
+    """delta(eps >= 0) <= TV of the composition <= 1 - (1 - q erf(mu / (2 sqrt 2)))^T (mpmath)."""
+    import mpmath as mp
+
+    tv = mp.mpf(q) * mp.erf(1 / (mp.mpf(sigma) * 2 * mp.sqrt(2)))
+    return float(1 - (1 - tv) ** steps)
+
+
+@pytest.mark.parametrize("method", ["auto", "cf"])
+def test_delta_at_a_huge_epsilon_answers_with_a_certified_bound(method):
+    """Fuzz input: delta at eps = 1.06e66 used to spend > 30 s in the contour (saddle search and
+    envelopes at Re s ~ 1e5, whose cost the hints ignored).  The answer must be certified: below the
+    RDP bound at alpha = 2 (exp(T eps_2 - eps) = 0 here) for auto, below the total-variation cap for the
+    contour alone (past its work limit it says so)."""
+    import mpmath as mp
+
+    q, sigma, steps, eps = 0.01, 1.0, 428, 1.0591148321903076e66
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AccuracyWarning)
+        c = PrivacyAccountant().step(sigma=sigma, sample_rate=q, steps=steps).certificate(
+            epsilon=eps, method=method)
+    assert 0.0 <= (c.lower_bound or 0.0) <= c.delta
+    if method == "auto":
+        assert float(mp.exp(steps * _sg_rdp2(q, sigma) - mp.mpf(eps))) == 0.0
+        assert c.delta <= 1e-300
+    else:
+        assert c.delta <= _tv_cap(q, sigma, steps) * (1 + 1e-9)
+        assert c.details.get("work_limit") or c.delta <= 1e-300
+
+
+@pytest.mark.parametrize("eps", [60.0, 200.0])
+def test_delta_at_large_epsilon_skips_the_coarser_route(eps):
+    """Fuzz input (T = 34645): at eps = 60 the contour's bracket is a few 1e-6 wide and at eps = 200 its
+    upper bound is subnormal; auto used to run the discretised PLD anyway (~10 s, never better).  The
+    answer must stay within the PLD's own resolution (1e-3) of the certified lower bound, or below the
+    smallest normal float, and below the RDP bound at alpha = 2 (mpmath)."""
+    import mpmath as mp
+
+    q, sigma, steps = 0.01, 1.0, 34645
+    c = PrivacyAccountant().step(sigma=sigma, sample_rate=q, steps=steps).certificate(epsilon=eps)
+    assert "pld" not in c.candidates and "pld" in c.details["skipped_routes"]
+    assert c.details["skip_reasons"].startswith("pld: the bracket is")  # (why: resolution or subnormal)
+    assert 0.0 <= c.lower_bound <= c.delta
+    assert c.delta - c.lower_bound <= max(1e-3 * c.delta, 2.3e-308)
+    rdp_bound = mp.exp(steps * _sg_rdp2(q, sigma) - mp.mpf(eps))  # delta <= e^{(alpha - 1)(eps_a - eps)}
+    assert c.delta <= max(float(rdp_bound), 5e-324)
+
+
+@pytest.mark.parametrize("p_inf", [0.0, 1e-3])
+@pytest.mark.parametrize("eps", [400.0, 1e4, 1e300])
+def test_delta_far_in_the_tail_is_the_infinite_loss_mass(eps, p_inf):
+    """Where the finite part's delta underflows, the contour answers [p_inf, p_inf + a float or two]
+    from the Chernoff bound on a moderate line, without the saddle search (which probes c up to 1e5).
+    Reference (mpmath): the mu-GDP closed form of the Gaussians mixed with the (0, p_inf) block,
+    p_inf + (1 - p_inf) delta_GDP(eps) (Dong, Roth & Su 2022, Cor. 2)."""
+    import mpmath as mp
+
+    from conversions import contour
+    from mechanisms import ApproxDP, Gaussian
+
+    mp.mp.dps = 40
+    entries = [(Gaussian(sigma=1.0), 4)] + ([(ApproxDP(epsilon=0.0, delta=p_inf), 1)] if p_inf else [])
+    mu, e = mp.mpf(2), mp.mpf(eps)
+    gdp = mp.ncdf(-e / mu + mu / 2) - mp.exp(e) * mp.ncdf(-e / mu - mu / 2) if eps < 1e5 else mp.mpf(0)
+    truth = p_inf + (1 - p_inf) * gdp
+    for direction in ("remove", "add"):
+        b = contour.delta_bounds(contour.ComposedPLD(entries, direction), eps)
+        assert b.details.get("reason") == "Chernoff bound underflow"
+        assert b.lower <= truth <= b.upper
+        assert b.upper - b.lower <= 64 * 2.3e-16 * p_inf + 1e-323
+        assert b.lower <= b.estimate <= b.upper
+    # a moderate epsilon is not decided by it (the contour runs)
+    b = contour.delta_bounds(contour.ComposedPLD(entries, "remove"), 5.0)
+    assert "reason" not in b.details
+
+
+def _sg_rdp_exact(q: float, sigma: float, a: int):
+    """Exact RDP of the Poisson-subsampled Gaussian at integer order a (mpmath): the binomial sum
+    log(sum_k C(a, k) (1 - q)^(a - k) q^k e^{k (k - 1) / (2 sigma^2)}) / (a - 1) (Mironov, Talwar & Zhang
+    2019, Thm 11)."""
+    import mpmath as mp
+
+    q = mp.mpf(q)
+    s = mp.fsum(mp.binomial(a, k) * (1 - q) ** (a - k) * q**k * mp.exp(k * (k - 1) / (2 * mp.mpf(sigma) ** 2))
+                for k in range(a + 1))
+    return mp.log(s) / (a - 1)
+
+
+def test_rdp_above_the_exact_order_cap_is_an_upper_bound():
+    """Above ``rdp_exact_max`` the subsampled Gaussian's RDP is the Gaussian's alpha mu^2 / 2: exact
+    (mpmath binomial sum) up to the cap, an upper bound above it."""
+    from mechanisms import SubsampledGaussian
+
+    q, sigma = 0.1, 2.0
+    m = SubsampledGaussian(sigma=sigma, sample_rate=q)
+    object.__setattr__(m, "rdp_exact_max", 10)  # (a small cap, so that mpmath can check both sides)
+    orders = [2, 5, 10, 11, 20, 40]
+    got = m.rdp_int(orders)
+    for a, v in zip(orders, got, strict=True):
+        exact = float(_sg_rdp_exact(q, sigma, a))
+        if a <= 10:
+            assert v == pytest.approx(exact, rel=1e-12)
+        else:
+            assert v == a / (2 * sigma**2) and v >= exact
+
+
+@pytest.mark.parametrize("sigma, q", [(100.0, 1e-300), (1e300, 0.01), (1e10, 1e-5)])
+def test_huge_step_count_at_epsilon_zero_answers_with_bounded_work(sigma, q):
+    """Fuzz input: steps = 4.5e16, delta at eps = 0 took ~200 s (the RDP order grid grew to alpha = 1e8,
+    each integer order an O(alpha) binomial sum).  Orders above the cap use an upper bound: the query
+    answers, warns when the cap holds the optimum, and stays at least the RDP bound with every RDP value
+    0 at alpha <= the cap + 1 (min over a of (1/a)(1 - 1/a)^(a - 1), Balle et al. 2020, Thm 21: no
+    alpha-optimisation on a curve that is an upper bound can go below it there) -- and a valid delta."""
+    from mechanisms.subsampled import RDP_EXACT_MAX
+
+    acct = PrivacyAccountant().step(sigma=sigma, sample_rate=q, steps=4.5e16)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        c = acct.certificate(epsilon=0.0, method="rdp")
+    a = RDP_EXACT_MAX + 1
+    assert 0.0 < c.delta <= 1.0
+    if c.details["alpha"] >= RDP_EXACT_MAX - 1:
+        assert any(issubclass(x.category, AccuracyWarning) for x in w)
+    if sigma < 1e300:  # (at sigma = 1e300 the Gaussian's bound above the cap is 0 as well)
+        assert c.delta >= (1 / a) * (1 - 1 / a) ** (a - 1) * (1 - 1e-9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AccuracyWarning)
+        auto = acct.certificate(epsilon=0.0)
+    assert 0.0 <= (auto.lower_bound or 0.0) <= auto.delta <= c.delta

@@ -510,3 +510,52 @@ def test_total_variation_matches_mpmath_and_caps_delta():
     # where the contour is cheap the cap is consistent with it: delta(0) <= cap
     g = PrivacyAccountant().compose(Gaussian(sigma=2.0), times=3)
     assert g.delta(0.0, method="cf") <= 1 - (1 - Gaussian(sigma=2.0).total_variation()) ** 3
+
+
+def _quadrature_nodes(s: complex, q: float, mu: float, add: bool, span: float = 80.0) -> int:
+    """The work (in quadrature nodes; a coarse point, one l(x) and no exp/cos/sin, counts as half a node) of
+    the subsampled-Gaussian MGF quadrature at one point s, by the rule of
+    its docstring rewritten here with numpy: 3 x 601 coarse points locate the window where
+    -x^2/2 + Re(w) l(x) is within ``span`` of its maximum (one coarse step of margin each side), then a
+    trapezoid rule with step min(dx_max, 0.5 / (|Im w| mu sig), 0.5 / sqrt(1 + |Re w| mu^2 s2)), sig and
+    s2 = sig (1 - sig) (0.25 past sig = 1/2) at the window's top + 1, and at least 64 nodes."""
+    lq, l1q = math.log(q), math.log1p(-q)
+    wr, wi = (-s.real, -s.imag) if add else (s.real + 1.0, s.imag)
+
+    def f(x):
+        return -0.5 * x * x + wr * np.logaddexp(l1q, lq + mu * x - 0.5 * mu * mu)
+
+    if wr <= 0.0:
+        xs = np.linspace(-wr * mu - 1.0, 0.0, 200001)
+        xp = xs[np.argmax(f(xs))]  # the add peak (concave exponent)
+        lo, hi = xp - 14.0 - math.sqrt(2 * span), xp + 14.0 + math.sqrt(2 * span)
+    else:
+        lo, hi = -14.0 - wr * mu, 14.0 + wr * mu + mu
+    step = (hi - lo) / 600
+    x = lo + step * np.arange(601)
+    fx = f(x)
+    inside = np.nonzero(fx > fx.max() - span)[0]
+    a, b = x[inside[0]] - step, x[inside[-1]] + step
+    y = lq + mu * (b + 1.0) - 0.5 * mu * mu - l1q
+    sig = 1.0 / (1.0 + math.exp(-y)) if y > -700 else 0.0
+    s2 = sig * (1.0 - sig) if sig <= 0.5 else 0.25
+    dx = min(0.125, 0.25 / mu)
+    if abs(wi) * mu * sig > 0:
+        dx = min(dx, 0.5 / (abs(wi) * mu * sig))
+    dx = min(dx, 0.5 / math.sqrt(1.0 + abs(wr) * mu * mu * s2))
+    return max(math.ceil((b - a) / dx), 64) + 0.5 * 3 * 601
+
+
+@pytest.mark.parametrize("sigma", [10.0, 1.1, 0.2, 0.05])
+@pytest.mark.parametrize("q", [1e-3, 0.3])
+def test_cost_hint_grows_with_the_quadrature_work(sigma, q):
+    """The work meter of the contour route trusts ``mgf_cost(t, c)``: per point it must cover the
+    quadrature's evaluations (at ~8 per unit) on every line Re s = c, also far from the usual range
+    (c = 1e5: seconds per point at small sigma, which a hint ignoring c would hide from the meter)."""
+    m = SubsampledGaussian(sigma=sigma, sample_rate=q)
+    for c in (0.5, 4.0, 50.0, 1e3, 1e5):
+        for t in (0.0, 10.0, 300.0):
+            for add in (False, True):
+                assert 8.0 * m.mgf_cost(t, c) >= _quadrature_nodes(complex(c, t), q, m.mu, add), (c, t, add)
+    # the envelope walks its whole fine grid, whose width grows with c
+    assert m.envelope_cost(1e5) >= 4.0 * (2.0 * (16.0 + 1e5 * m.mu)) / min(0.004, 0.04 / m.mu)

@@ -48,7 +48,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtri_exp
 
 from mechanisms import validation as V
@@ -210,6 +209,8 @@ def log_q0(sigma: float, alpha: float) -> float:
         if lb < -1e6:
             raise ValueError("could not bracket log q0 (sigma too small for this order?)")
         lb *= 1.5
+    from scipy.optimize import brentq  # (imported on use: slow to import)
+
     root = brentq(diff, lb, ub, xtol=1e-13, rtol=1e-14)
     # the data-dependent branch is used strictly below log q0: move the switch point down a hair so the
     # piecewise function never exceeds alpha/sigma^2 by round-off
