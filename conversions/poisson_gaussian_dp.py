@@ -36,6 +36,8 @@ _U = 2.0 ** -53
 # relative widening of a transformed epsilon (expm1, division, log1p: a few ulps each), generous
 _ARG_REL = 64.0 * _U
 _DIRECTIONS = ("remove", "add")
+# log of the smallest subnormal float: an upper bound on log delta for deltas that underflow
+_LOG_TINY = math.log(5e-324)
 
 
 def _check(mu: float, q: float, direction: str) -> None:
@@ -67,6 +69,8 @@ def _add_arg(eps: float, q: float) -> tuple[float, float, float, float]:
         pf_lo = pf_hi = 1.0
     else:
         ea = 4.0 * _U * (abs(eps) + abs(math.log1p(-q)))
+        if a - ea >= 0.0:  # e^eps (1 - q) >= 1: the prefactor is <= 0, the add pair's delta is 0
+            return math.inf, math.inf, 0.0, 0.0
         pf_hi = min(1.0, -math.expm1(a - ea) * (1.0 + 4.0 * _U))
         pf_lo = max(0.0, -math.expm1(a + ea) * (1.0 - 4.0 * _U))
     g_hi, g_lo = g + eg, g - eg
@@ -89,6 +93,8 @@ def log_delta_bounds(eps: float, mu: float, q: float, direction: str) -> tuple[f
         return lo, up
     if direction == "remove":
         u_lo, u_hi = _remove_arg(eps, q)
+        if -u_lo / mu + mu / 2.0 < -40.0:  # delta <= q Phi(-u/mu + mu/2) < 1e-349: below every float
+            return -math.inf, _LOG_TINY
         up = gaussian_log_delta_bounds(u_lo, mu, mu_err)[2]
         lo = gaussian_log_delta_bounds(u_hi, mu, mu_err)[0] if math.isfinite(u_hi) else -math.inf
         lq = math.log(q)
@@ -109,6 +115,8 @@ def log_delta_bounds(eps: float, mu: float, q: float, direction: str) -> tuple[f
 def _add_upper(w_lo: float, pf_hi: float, mu: float) -> float:
     if pf_hi <= 0.0 or not math.isfinite(w_lo):
         return -math.inf
+    if -w_lo / mu + mu / 2.0 < -40.0:  # delta <= Phi(-w/mu + mu/2) < 1e-349
+        return _LOG_TINY
     gup = gaussian_log_delta_bounds(w_lo, mu, 2.0 * _U)[2]
     lpf = math.log(pf_hi)
     s = 4.0 * _U * (abs(lpf) + abs(gup) + 1.0)

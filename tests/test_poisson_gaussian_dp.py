@@ -105,6 +105,16 @@ def test_add_direction_vanishes_beyond_log_one_minus_q():
     assert P.delta_bounds(e0 * 0.5, 1.0, q, "add")[0] > 0.0
 
 
+@pytest.mark.parametrize("eps", [709.0, 710.0, 1e6, 1e300])
+def test_huge_epsilon_answers(eps):
+    """No overflow at huge epsilon: the add pair's delta is 0, the remove pair's a tiny upper bound."""
+    for d in ("remove", "add"):
+        lo, up = P.delta_bounds(eps, 1.0, 0.01, d)
+        assert 0.0 <= lo <= up <= 1e-300
+    c = PrivacyAccountant().step(sigma=1.1, sample_rate=0.01).certificate(epsilon=eps)
+    assert c.method == "exact" and 0.0 <= c.delta <= 1e-300
+
+
 @pytest.mark.parametrize("bad", [dict(mu=0.0), dict(mu=math.nan), dict(q=0.0), dict(q=1.5),
                                  dict(direction="both")])
 def test_bad_input(bad):
