@@ -235,10 +235,12 @@ class CharacteristicFunctionRoute:
 
     def _split(self, split_fn, ledger: Ledger, value: float, direction: str, ctx: QueryContext):
         """(the near-atomic split's bracket for one direction or None when it cannot answer, the work it
-        used).  A failure is remembered for the ledger and query (a deferred re-run does not repeat it)."""
+        used).  A failure is remembered for the ledger and query with the work limit it had: a re-run does
+        not repeat it unless it has a larger limit (a deferred re-run under ``auto``)."""
         key = ("cf_split_failed", split_fn.__name__, value, direction)
-        if key in ctx.cache:
-            return None, ctx.cache[key]
+        limit = contour.QUERY_WORK_LIMIT if ctx.work_limit is None else ctx.work_limit
+        if key in ctx.cache and ctx.cache[key][1] >= limit:
+            return None, ctx.cache[key][0]
         stats: dict = {}
         try:
             # (capped part contours still give certified, if wider, brackets: the split answers with
@@ -246,8 +248,8 @@ class CharacteristicFunctionRoute:
             return split_fn(ledger.items(), value, direction, max(ctx.rtol, self.SPLIT_RTOL),
                             skip_if_capped=False, work_limit=ctx.work_limit, stats=stats), stats["work"]
         except (contour.WouldBeCapped, contour.WorkLimitReached, ValueError, ArithmeticError):
-            ctx.cache[key] = stats.get("work", 0.0)
-            return None, ctx.cache[key]
+            ctx.cache[key] = (stats.get("work", 0.0), limit)
+            return None, ctx.cache[key][0]
 
     def _run(self, fn, split_fn, ledger: Ledger, value: float, ctx: QueryContext) -> Bracket:
         items = ledger.items()

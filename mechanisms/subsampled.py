@@ -60,7 +60,8 @@ _SPAN = 80.0  # the MGF integrand is dropped where it is below e^{-80} times its
 # work of the split parts' kernels (SubsampledGaussianPart's cost bounds), in the unit of the unsplit
 # kernel's cost hint (~ one of its points), measured with numba microbenchmarks against that unit and
 # rounded up: l(x) and the weight (0.22 + 0.77); the extra of the weight's continued fraction (up to 60
-# chained divisions, 10.7 at z = -8); an exp (0.14); a cos/sin pair (0.21); a complex rotation (0.022)
+# chained divisions, 10.7 at z = -8; it now runs only for 37 <= -z <= 40, with ~22 terms); an exp
+# (0.14); a cos/sin pair (0.21); a complex rotation (0.022)
 # plus a 16th of an exact cos/sin, per grid point and node of the line kernel
 _OP_LW, _OP_CF, _OP_EXP, _OP_CS, _OP_ROT = 1.1, 11.0, 0.15, 0.25, 0.04
 
@@ -538,11 +539,12 @@ class SubsampledGaussianPart(Mechanism):
 
     # -------------------------------------------------- cost bounds (the kernels' work at a given c)
     def _cf_zone(self) -> tuple[float, float]:
-        """The x-range where the weight takes its continued fraction (8 <= -z <= 40, ``log_ndtr``)."""
+        """The x-range where the weight takes its continued fraction (37 <= -z <= 40, ``log_ndtr``; above
+        z = -37 it is an erfc, below -40 the leading asymptotic term)."""
         xcut, tau = float(self.x_cut), float(self.tau)
         if self.part == 0:
-            return xcut + 8.0 * tau, xcut + 40.0 * tau
-        return xcut - 40.0 * tau, xcut - 8.0 * tau
+            return xcut + 37.0 * tau, xcut + 40.0 * tau
+        return xcut - 40.0 * tau, xcut - 37.0 * tau
 
     def _grid_cost(self, a: float, b: float, n: float) -> float:
         """l(x) and the weight at n equally spaced points of [a, b] (those in ``_cf_zone`` at their cost)."""
