@@ -172,3 +172,19 @@ def test_screening_conforms_and_round_trips():
     acct = PrivacyAccountant().compose(m, 2)
     again = PrivacyAccountant.from_state(acct.to_state())
     assert again.certificate(epsilon=1.0).delta == acct.certificate(epsilon=1.0).delta
+
+
+def test_conformance_checks_the_exact_profile():
+    from dataclasses import dataclass
+
+    m = NoisyScreening(sigma=3.0, threshold=7.0, k=12, t_min=4)
+    assert "exact profile" in check_mechanism(m).checks
+
+    @dataclass(frozen=True)
+    class Increasing(NoisyScreening):  # a broken plug-in: its profile increases in eps
+        def exact_delta(self, epsilon, direction="remove"):
+            v = min(1.0, 0.1 + 0.1 * epsilon)
+            return v, v
+
+    rep = check_mechanism(Increasing(sigma=3.0, threshold=7.0, k=12), strict=False)
+    assert any("exact_delta increases" in p for p in rep.problems)
