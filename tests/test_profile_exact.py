@@ -242,3 +242,13 @@ def test_gaussian_mixture_exact_delta_is_monotone_and_bounded_by_tv():
         his = [v[1] for v in vals]
         assert all(x >= y for x, y in zip(his, his[1:], strict=False))
         assert vals[0][0] <= m.total_variation(direction)
+
+
+def test_exact_method_needs_one_use():
+    m = GaussianMixture(sigma=1.0, sensitivities=[0.0, 1.0], probabilities=[0.5, 0.5])
+    acct = PrivacyAccountant().compose(m, 2)
+    with pytest.raises(ValueError, match="exact single-use profile"):
+        acct.certificate(delta=1e-5, method="exact")
+    # two uses: the numerical routes; never below the one-use exact value (composition only adds loss)
+    one = PrivacyAccountant().compose(m).certificate(delta=1e-5)
+    assert acct.certificate(delta=1e-5).epsilon >= one.epsilon
