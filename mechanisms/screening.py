@@ -166,6 +166,7 @@ def _check_screening(sigma, threshold, k, t_min):
 _ENV_CACHE: dict = {}
 _ENV_CACHE_SIZE = 16
 _LOG_TINY = -650.0  # leading / trailing atoms are merged until the end atoms have P-mass >= e^{-650}
+PLD_RANGE_SIGMAS = 35.0  # envelope pair offered when |t - T| <= 35 sigma on the range of t (no tail merge)
 _W_FLOOR = -36.0  # normal coordinate of the merged leading vertex (log Phi(-36) = -652.4)
 _LOG_MIN_ATOM = -700.0  # every P-atom must have a normal (not subnormal) mass
 _MERGE_ULPS = 1e6  # coordinates closer than this many ulps are merged (their interval masses lose digits)
@@ -178,9 +179,10 @@ def _envelope_vertices(sigma: float, threshold: float, t_min: int, t_max: int):
     All lie on the Gaussian trade-off curve w = Phi(u + 1/sigma), so every point is a vertex.
 
     Floating point: the vertices are sorted by their computed u (fl is monotone, so the order agrees
-    with the exact one up to ties), nearly coincident vertices i, i+1 are merged into (u_i, w_{i+1})
-    (which dominates both), and u is then rounded down and w up by the rounding of z: every true vertex
-    is dominated (u' <= u, w' >= w) by a returned one, so the pair built on them dominates the envelope."""
+    with the exact one up to ties), u is rounded down and w up by the rounding of z, the far tails are
+    cut (below) and nearly coincident vertices i, i+1 are merged into (u_i, w_{i+1}) (which dominates
+    both): every true vertex is dominated (u' <= u, w' >= w) by a returned one, so the pair built on them
+    dominates the envelope."""
     n = t_max - t_min
     t = np.arange(t_min, t_max, dtype=float)
     za = (t - threshold) / sigma  # z_t
@@ -191,6 +193,30 @@ def _envelope_vertices(sigma: float, threshold: float, t_min: int, t_max: int):
     u, w = u[order], w[order]
     if n == 0:
         return u, w
+    # outward rounding of the coordinates (z = (t - T) / sigma carries <= 2 ulps)
+    u = u - 4.0 * U * np.abs(u) - 1e-300
+    w = w + 4.0 * U * np.abs(w) + 1e-300
+    # trailing vertices with a P-tail 1 - Phi(w) below e^{-650}: replaced by (u_j1, +inf) at the first such
+    # vertex j1 (it dominates them all); the atom after it then has P-mass 0 (its Q-mass is P-null, which
+    # only a set S containing it could use, at a cost), so every P-atom keeps a representable mass.
+    # (Done before the merging below, which then runs on the few thousand vertices that matter.)
+    tail = np.asarray(log_ndtr(-w), dtype=float)
+    far = tail < _LOG_TINY
+    if far.any():
+        j1 = int(np.argmax(far))
+        u = u[:j1 + 1]
+        w = np.concatenate([w[:j1], [math.inf]])
+    # leading vertices 0..j0-1 whose P-mass Phi(w) is below e^{-650}: replaced by the one vertex
+    # (u_0, max(w_0..w_{j0-1}, -36)) (log Phi(-36) = -652.4), which dominates them all and costs at most
+    # e^{-650} of P-mass (w is sorted with u up to rounding; the merging below absorbs any inversion)
+    lw = np.asarray(log_ndtr(w), dtype=float)
+    j0 = int(np.argmax(lw >= _LOG_TINY)) if (lw >= _LOG_TINY).any() else w.size
+    if j0 > 0:
+        w_first = max(float(np.max(w[:j0])), _W_FLOOR)
+        u = np.concatenate([u[:1], u[j0:]])
+        w = np.concatenate([[w_first], w[j0:]])
+    # nearly coincident vertices i, i + 1 (closer than the merge gap in u or w, or w out of order) become
+    # (u_i, max(w_i, w_{i+1}))
     keep_u, keep_w = [float(u[0])], [float(w[0])]
     for ui, wi in zip(u[1:].tolist(), w[1:].tolist(), strict=True):
         gap = _MERGE_ULPS * U * (1.0 + abs(ui))
@@ -201,30 +227,6 @@ def _envelope_vertices(sigma: float, threshold: float, t_min: int, t_max: int):
         keep_w.append(wi)
     u = np.array(keep_u)
     w = np.array(keep_w)
-    # outward rounding of the coordinates (z = (t - T) / sigma carries <= 2 ulps)
-    u = u - 4.0 * U * np.abs(u) - 1e-300
-    w = w + 4.0 * U * np.abs(w) + 1e-300
-    # trailing vertices with a P-tail 1 - Phi(w) below e^{-650}: replaced by (u_j1, +inf) at the first such
-    # vertex j1 (it dominates them all); the atom after it then has P-mass 0 (its Q-mass is P-null, which
-    # only a set S containing it could use, at a cost), so every P-atom keeps a representable mass
-    tail = np.asarray(log_ndtr(-w), dtype=float)
-    j1 = int(np.argmax(tail < _LOG_TINY)) if (tail < _LOG_TINY).any() else w.size
-    if j1 < w.size:
-        u = u[:j1 + 1]
-        w = np.concatenate([w[:j1], [math.inf]])
-    # leading vertices 0..j0-1 whose P-mass Phi(w) is below e^{-650}: replaced by the one vertex
-    # (u_0, max(w_{j0-1}, -36)) (log Phi(-36) = -652.4), which dominates them all and costs at most
-    # e^{-650} of P-mass; merged into vertex j0 instead when it would come within the merge gap of it
-    lw = np.asarray(log_ndtr(w), dtype=float)
-    j0 = int(np.searchsorted(lw, _LOG_TINY))
-    if j0 > 0:
-        w_first = max(float(w[j0 - 1]), _W_FLOOR)
-        if j0 < w.size and w[j0] - w_first <= _MERGE_ULPS * U * (1.0 + abs(w_first)):
-            u = np.concatenate([u[:1], u[j0 + 1:]])
-            w = w[j0:]
-        else:
-            u = np.concatenate([u[:1], u[j0:]])
-            w = np.concatenate([[w_first], w[j0:]])
     return u, w
 
 
@@ -436,8 +438,15 @@ class NoisyScreening(AtomicMechanism):
 
     name = "noisy_screening"
     tight = False
-    pld_available = True
     rdp_below_pair = True
+
+    @property
+    def pld_available(self) -> bool:  # type: ignore[override]
+        """The envelope pair (cf / PLD routes) when the statistic's range stays within ``PLD_RANGE_SIGMAS``
+        noise deviations of the threshold.  Beyond, the envelope's first atom (the merged far tail, P-mass
+        ~e^-650) carries a loss of order (range / sigma)^2 / 2 that the numerical routes cannot resolve:
+        RDP only (the single-use exact route still applies)."""
+        return max(self.threshold - self.t_min, self.k + 1 - self.threshold) <= PLD_RANGE_SIGMAS * self.sigma
 
     def __post_init__(self):
         s, t, k, tm = _check_screening(self.sigma, self.threshold, self.k, self.t_min)
@@ -486,6 +495,10 @@ class NoisyScreening(AtomicMechanism):
     def log_mgf_error(self) -> float:
         """Relative error of the atoms' masses (normal interval probabilities in log space)."""
         return _envelope_atoms(self.sigma, self.threshold, self.t_min, self.k)[2]
+
+    def mgf_cost(self, t_max: float) -> float:
+        # one node costs one exp/cos/sin per atom (~3 closed-form node units each, as the discrete Gaussian)
+        return max(1.0, 3.0 * self._atoms()[0].size)
 
     def pld_cell_masses(self, edges, direction: str = "remove"):
         m, err = super().pld_cell_masses(edges, direction)

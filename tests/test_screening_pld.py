@@ -188,3 +188,14 @@ def test_conformance_checks_the_exact_profile():
 
     rep = check_mechanism(Increasing(sigma=3.0, threshold=7.0, k=12), strict=False)
     assert any("exact_delta increases" in p for p in rep.problems)
+
+
+def test_far_ranges_keep_the_rdp_route_only():
+    # the statistic's range reaches 25000 sigma beyond the threshold: the envelope's merged far tail would
+    # carry a loss of order 3e8, which the numerical routes cannot resolve; RDP as before, and one use
+    # still gets the exact profile
+    m = NoisyScreening(sigma=40.0, threshold=100.0, k=10 ** 6)
+    assert not m.pld_available and NoisyScreening(40.0, 200.0, 300).pld_available
+    acct = PrivacyAccountant().compose(m, 5)
+    assert acct.certificate(delta=1e-6).method == "rdp"
+    assert PrivacyAccountant().compose(m).certificate(delta=1e-6).method == "exact"
