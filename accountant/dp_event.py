@@ -21,6 +21,11 @@ event                                              add_remove                   
 ``PoissonSampledDpEvent(q, other single event)``   ``PoissonSubsampled(m, q)`` (RDP upper bound)
 ``SampledWithoutReplacementDpEvent(n, m, e)``      refused (not defined)            ``SampledWithout``
                                                                                     ``Replacement`` [3]
+``DiscreteLaplaceDpEvent(a, C)``                   ``DiscreteLaplace(1/a, C)`` [4]  ``DiscreteLaplace``
+                                                                                    ``(1/a, 2C)`` [1]
+``ZCDpEvent(rho, xi)``                             ``ZCDP(rho, xi)``                ``ZCDP(rho, xi)``
+``MixtureOfGaussiansDpEvent(s, c, p)``             ``GaussianMixture(s, c, p)``     refused [5]
+``SingleEpochTreeAggregationDpEvent(s, n)``        ``TreeAggregation(s, max n)``    refused [6]
 ``SelfComposedDpEvent(e, count)``                  ``count`` uses of ``e``
 ``ComposedDpEvent(events)``                        each event in turn
 ``NoOpDpEvent``                                    nothing
@@ -49,6 +54,18 @@ event                                              add_remove                   
   looser than dp-accounting's RDP analysis (Wang, Balle & Kasiviswanathan 2019), which dpcert does not
   implement.  A pure-DP inner event (Laplace, randomized response) uses delta = 0; any other needs the
   base ``without_replacement_delta``.
+* [4] Discrete Laplace: noise with P(z) proportional to e^{-a |z|} on integer sums of L1 sensitivity C, i.e.
+  dpcert's ``DiscreteLaplace(scale=1/a, sensitivity=C)``; 1/a is rounded down (less noise is the safe side).
+  dp-accounting refuses it under REPLACE_ONE; dpcert uses the replace-one sensitivity 2C, as for Laplace.
+* zCDP: a (xi, rho)-zCDP guarantee (RDP xi + rho alpha) is a statement under whichever relation the
+  mechanism was analysed; it is read as given under both.
+* [5] Mixture of Gaussians (Choquette-Choo et al. 2023): the pair N(0, s^2) vs sum_i p_i N(c_i, s^2), defined
+  by dp-accounting for ADD_OR_REMOVE_ONE only; dpcert accounts both orders of it (add and remove).
+* [6] Single-epoch tree aggregation (Kairouz et al. 2021, App. D): each record in at most one leaf across
+  all trees, so the worst record lies in the deepest tree: one Gaussian of mu = sqrt(ceil(log2(n + 1)))/s,
+  n the largest step count (``TreeAggregation(sigma=s, steps=max n)``).  dp-accounting defines it under
+  REPLACE_SPECIAL (a record replaced by a zero record), which moves each node by at most C like add/remove;
+  dpcert reads it under add_remove and refuses replace_one (sensitivity 2C, not a TreeAggregation).
 """
 
 from __future__ import annotations
@@ -65,7 +82,8 @@ from mechanisms.base import Mechanism
 #: Composition-level events and the names this module knows (others are unsupported).
 KNOWN_EVENTS = ("NoOpDpEvent", "NonPrivateDpEvent", "UnsupportedDpEvent", "GaussianDpEvent", "LaplaceDpEvent",
                 "RandomizedResponseDpEvent", "PoissonSampledDpEvent", "SampledWithoutReplacementDpEvent",
-                "SelfComposedDpEvent", "ComposedDpEvent")
+                "DiscreteLaplaceDpEvent", "ZCDpEvent", "MixtureOfGaussiansDpEvent",
+                "SingleEpochTreeAggregationDpEvent", "SelfComposedDpEvent", "ComposedDpEvent")
 _ULP = 2.0 ** -52
 _MAX_DEPTH = 200
 
@@ -200,6 +218,9 @@ class _Translator:
                 raise NonPrivateEventError(
                     f"{name}.noise_parameter = 0 outputs the true bucket (non-private)")
             return [(RandomizedResponse(epsilon=_up(math.log1p(k * (1.0 - p) / p)), k=k), 1)]
+        if name in ("DiscreteLaplaceDpEvent", "ZCDpEvent", "MixtureOfGaussiansDpEvent",
+                    "SingleEpochTreeAggregationDpEvent"):
+            return self.wave2(event, name)
         if name == "PoissonSampledDpEvent":
             return self.poisson(event, name, depth)
         if name == "SampledWithoutReplacementDpEvent":
@@ -209,6 +230,49 @@ class _Translator:
                                        "account")
         raise UnsupportedEventError(
             f"{name} has no dpcert translation (supported: {', '.join(KNOWN_EVENTS)})")
+
+    def wave2(self, event: object, name: str) -> list[tuple[Mechanism, int]]:
+        """Discrete Laplace, zCDP, mixture-of-Gaussians and single-epoch tree-aggregation events."""
+        from mechanisms import ZCDP, DiscreteLaplace, GaussianMixture, TreeAggregation
+
+        rel = self.relation
+        if name == "ZCDpEvent":
+            rho = V.real(f"{name}.rho", _field(event, "rho", name), low=0.0)
+            xi = V.real(f"{name}.xi", getattr(event, "xi", 0.0), low=0.0)
+            return [] if rho == 0.0 and xi == 0.0 else [(ZCDP(rho=rho, xi=xi), 1)]
+        if name == "DiscreteLaplaceDpEvent":
+            a = V.real(f"{name}.noise_parameter", _field(event, "noise_parameter", name), low=0.0)
+            c = V.integer(f"{name}.sensitivity", _field(event, "sensitivity", name), low=0)
+            if c == 0:
+                return []
+            if a == 0.0 or math.isinf(a):
+                raise NonPrivateEventError(f"{name}.noise_parameter = {a!r} adds no noise (non-private)")
+            scale = 1.0 / a
+            if Fraction(scale) > 1 / Fraction(a):  # less noise is the safe side
+                scale = math.nextafter(scale, 0.0)
+            return [(DiscreteLaplace(scale=scale, sensitivity=c if rel == "add_remove" else 2 * c), 1)]
+        if rel != "add_remove":
+            raise UnsupportedEventError(
+                f"{name} is defined for the add/remove relation (dp-accounting: ADD_OR_REMOVE_ONE or "
+                "REPLACE_SPECIAL) only; use relation='add_remove'")
+        if name == "MixtureOfGaussiansDpEvent":
+            sd = V.real(f"{name}.standard_deviation", _field(event, "standard_deviation", name), low=0.0)
+            sens = [float(x) for x in _field(event, "sensitivities", name)]
+            probs = [float(x) for x in _field(event, "sampling_probs", name)]
+            if all(x == 0.0 for x in sens):
+                return []
+            if sd == 0.0:
+                raise NonPrivateEventError(f"{name}.standard_deviation = 0 adds no noise (non-private)")
+            return [(GaussianMixture(sigma=sd, sensitivities=sens, probabilities=probs), 1)]
+        nm = _noise(event, name)
+        counts = _field(event, "step_counts", name)
+        counts = [counts] if isinstance(counts, int | float) else list(counts)
+        if not counts:
+            raise ValueError(f"{name}.step_counts must be a positive integer or a non-empty list of them")
+        steps = [V.integer(f"{name}.step_counts", n, low=0) for n in counts]
+        if max(steps) == 0:
+            return []
+        return [(TreeAggregation(sigma=nm, steps=max(steps)), 1)]
 
     def _effective_gaussian(self, event: object, depth: int) -> float | None:
         """s_eff = (sum_i count_i s_i^-2)^-1/2 of a tree of Gaussian events, None if it is not one.
@@ -359,7 +423,8 @@ def _dp_accounting(module: object = None):
     if module is not None:
         return module
     try:
-        return importlib.import_module("dp_accounting")
+        # the event module: every event class (the package top level re-exports only some of them)
+        return importlib.import_module("dp_accounting.dp_event")
     except ImportError:
         raise ImportError("to_dp_event() builds dp-accounting objects: pip install dp-accounting "
                           "(or pip install 'dpcert[peers]')") from None
@@ -397,7 +462,24 @@ def mechanism_to_dp_event(mech: Mechanism, relation: str = "add_remove", module:
         # e^eps = 1 + k (1 - p) / p  <=>  p = k / (e^eps + k - 1)
         p = 0.0 if mech.epsilon > 700 else mech.k / (math.expm1(mech.epsilon) + mech.k)
         return dpa.RandomizedResponseDpEvent(noise_parameter=p, num_buckets=mech.k)
+    from mechanisms import ZCDP, DiscreteLaplace, GaussianMixture, TreeAggregation
+
+    if kind is ZCDP and mech.delta == 0.0:
+        return dpa.ZCDpEvent(rho=mech.rho, xi=mech.xi)
+    if kind is DiscreteLaplace and (relation == "add_remove" or mech.sensitivity % 2 == 0):
+        a = 1.0 / mech.scale
+        if Fraction(a) < 1 / Fraction(mech.scale):  # a larger parameter (less noise) is the safe side
+            a = math.nextafter(a, math.inf)
+        c = mech.sensitivity if relation == "add_remove" else mech.sensitivity // 2
+        return dpa.DiscreteLaplaceDpEvent(noise_parameter=a, sensitivity=c)
     if relation == "add_remove":
+        if kind is GaussianMixture:
+            return dpa.MixtureOfGaussiansDpEvent(standard_deviation=mech.sigma,
+                                                 sensitivities=list(mech.sensitivities),
+                                                 sampling_probs=list(mech.probabilities))
+        if kind is TreeAggregation and (mech.restart or mech.epochs == 1):
+            tree = dpa.SingleEpochTreeAggregationDpEvent(noise_multiplier=mech.sigma, step_counts=mech.steps)
+            return tree if mech.epochs == 1 else dpa.SelfComposedDpEvent(event=tree, count=mech.epochs)
         if kind is SubsampledGaussian:
             return dpa.PoissonSampledDpEvent(
                 sampling_probability=mech.sample_rate,
@@ -411,7 +493,9 @@ def mechanism_to_dp_event(mech: Mechanism, relation: str = "add_remove", module:
                                              event=mechanism_to_dp_event(mech.base, relation, dpa))
     raise ValueError(f"{mech.describe()} has no dp-accounting DpEvent equivalent under the {relation!r} "
                      "relation (exported: gaussian, laplace, subsampled_gaussian, subsampled_laplace, "
-                     "poisson_subsampled of those, and randomized_response under replace_one)")
+                     "poisson_subsampled of those, zcdp with delta = 0, discrete_laplace, and under "
+                     "add_remove gaussian_mixture and tree_aggregation with restarts; randomized_response "
+                     "under replace_one)")
 
 
 def ledger_to_dp_event(entries: Iterable[tuple[Mechanism, int]], relation: str = "add_remove",

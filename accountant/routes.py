@@ -184,6 +184,48 @@ class SubsampledGaussianExactRoute:
         return Bracket.exact(up, lo, 0.5 * (lo + up), {"mu": mu, "q": q, "direction": worst})
 
 
+class SingleUseExactRoute:
+    """One use of one mechanism whose privacy profile has a closed form (the ``exact_profile`` /
+    ``exact_delta`` plug-in hook of :class:`mechanisms.base.Mechanism`): delta(eps) = P(A) - e^eps Q(A),
+    A = {L > eps}, evaluated by the mechanism with certified bounds (e.g. one-dimensional Gaussian pairs
+    and mixtures: A is a union of intervals between certified roots; :mod:`mechanisms._profile`), the worst
+    of the directions.  A lower bound is given when one use attains the profile
+    (``exact_profile_attained``), else an upper bound only."""
+
+    name = "exact"
+
+    @staticmethod
+    def _mech(ledger: Ledger):
+        items = ledger.items()
+        if len(items) != 1:
+            return None
+        ((m, k),) = items
+        return m if k == 1 and m.exact_profile else None
+
+    def applies(self, ledger: Ledger) -> bool:
+        return self._mech(ledger) is not None
+
+    def _run(self, ledger: Ledger, query: str, value: float) -> Bracket:
+        m = self._mech(ledger)
+        if m is None:
+            raise RouteUnavailable("the single-use exact route needs one use of one mechanism with an "
+                                   "exact privacy profile")
+        fn = m.exact_epsilon if query == "epsilon" else m.exact_delta
+        res = [(d, *fn(value, d)) for d in directions(ledger)]
+        worst = max(res, key=lambda r: r[2])
+        up, low = float(worst[2]), float(max(r[1] for r in res))
+        det = {"direction": worst[0], "single_use": True}
+        if not m.exact_profile_attained:
+            return Bracket.upper_only(up, det)
+        return Bracket.exact(up, min(low, up), 0.5 * (min(low, up) + up), det)
+
+    def epsilon(self, ledger: Ledger, delta: float, ctx: QueryContext) -> Bracket:
+        return self._run(ledger, "epsilon", delta)
+
+    def delta(self, ledger: Ledger, epsilon: float, ctx: QueryContext) -> Bracket:
+        return self._run(ledger, "delta", epsilon)
+
+
 # ---------------------------------------------------------------------------------------------- numerical
 class CharacteristicFunctionRoute:
     """Shifted-line inversion of the composed MGF with exact atoms and closed-form low-order terms
@@ -397,6 +439,7 @@ ROUTES: list[Route] = [
     GaussianExactRoute(),
     LaplaceExactRoute(),
     SubsampledGaussianExactRoute(),
+    SingleUseExactRoute(),
     CharacteristicFunctionRoute(),
     DiscretisedPLDRoute(),
     RDPRoute("rdp", "improved"),

@@ -12,6 +12,8 @@ scratch).  References (independent of dpcert's routes):
 * discrete Laplace with sensitivity 1: exact k-fold randomized response (it is the same pair);
 * zCDP: the Canonne-Kamath-Steinke 2020 conversion minimised in mpmath;
 * tree aggregation, matrix mechanism, GNMax: the closed-form Gaussian profile of the composed mu (mpmath);
+* Gaussian mixture, one use: mpmath quadrature of (p - e^eps q)_+ (both directions);
+* noisy screening, one use: brute force over every adjacent Bernoulli pair and output set (mpmath);
 * Gaussian mixture / Skellam / exponential mechanism compositions: no closed form (dpcert's own
   certified lower bound is shown where it has one).
 
@@ -74,6 +76,43 @@ def _ref_zcdp(rho: float) -> float:
     return float(R.epsilon_from_delta(lambda e: R.zcdp_delta(e, rho), DELTA, hi=200))
 
 
+def _ref_mixture(sigma: float, sens: list, probs: list) -> float:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    import reference_mechlib as R
+
+    means = [c / sigma for c in sens]
+    return float(R.epsilon_from_delta(
+        lambda e: max(R.mixture_delta(e, probs, means, d, dps=20) for d in ("remove", "add")), DELTA,
+        hi=10.0, iters=44))  # 6e-13 absolute: below the certified brackets
+
+
+def _ref_screening(sigma: float, threshold: float, k: int, t_min: int = 0) -> float:
+    import mpmath as mp
+
+    pis = [mp.ncdf((mp.mpf(t) - threshold) / sigma) for t in range(t_min, k + 1)]
+
+    def delta(e):
+        ee = mp.e ** e
+        best = mp.mpf(0)
+        for a, b in zip(pis[:-1], pis[1:], strict=True):
+            best = max(best, b - ee * a, (1 - a) - ee * (1 - b))  # S = pass / S = fail, worst order
+        return best
+
+    return float(mp.mpf(_ref_bisect(delta)))
+
+
+def _ref_bisect(delta_fn, hi: float = 50.0, iters: int = 60):
+    import mpmath as mp
+
+    lo, hi = mp.mpf(0), mp.mpf(hi)
+    if delta_fn(lo) <= DELTA:
+        return lo
+    for _ in range(iters):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if delta_fn(mid) > DELTA else (lo, mid)
+    return hi
+
+
 # ------------------------------------------------------------------------------------------ cases
 def cases():
     from mechanisms import (
@@ -84,6 +123,7 @@ def cases():
         GaussianMixture,
         GNMax,
         MatrixMechanism,
+        NoisyScreening,
         Skellam,
         SubsampledGNMax,
         TreeAggregation,
@@ -119,6 +159,13 @@ def cases():
         ("gaussian_mixture 3 comps x50", GaussianMixture(1.2, [0.0, 1.0, 2.0], [0.5, 0.3, 0.2]), 50, None,
          {"dp-accounting PLD": lambda: _dpa_pld("MixtureOfGaussiansDpEvent", (1.2, [0.0, 1.0, 2.0],
                                                                               [0.5, 0.3, 0.2]), 50)}),
+        ("gaussian_mixture 3 comps x1", GaussianMixture(1.2, [0.0, 1.0, 2.0], [0.5, 0.3, 0.2]), 1,
+         lambda: _ref_mixture(1.2, [0.0, 1.0, 2.0], [0.5, 0.3, 0.2]),
+         {"dp-accounting PLD": lambda: _dpa_pld("MixtureOfGaussiansDpEvent", (1.2, [0.0, 1.0, 2.0],
+                                                                              [0.5, 0.3, 0.2]), 1)}),
+        ("noisy_screening sigma=40 T=200 k=300 x1", NoisyScreening(40.0, 200.0, 300), 1,
+         lambda: _ref_screening(40.0, 200.0, 300), {}),
+        ("noisy_screening sigma=2 T=5 k=10 x3", NoisyScreening(2.0, 5.0, 10), 3, None, {}),
         ("gnmax sigma=40 x286", GNMax(40.0), 286, lambda: _ref_gauss(math.sqrt(286 * 2) / 40.0), {}),
         ("subsampled_gnmax sigma=25 q=0.15 x735", SubsampledGNMax(25.0, 0.15), 735, None,
          {"dp-accounting PLD": lambda: _dpa_pld_sg(25.0 / math.sqrt(2), 0.15, 735)}),

@@ -15,11 +15,9 @@ import numpy as np
 from scipy.special import log_ndtr
 
 from mechanisms import validation as V
+from mechanisms._numerics import LOG_NDTR_ULPS as _LOG_NDTR_ULPS
 
-# unit roundoff; scipy's log_ndtr is accurate to 4.2 ulps of (1 + |value|) (measured against mpmath on
-# [-3000, 5]); we allow 16
-_U = 2.0 ** -53
-_LOG_NDTR_ULPS = 16.0
+_U = 2.0 ** -53  # unit roundoff
 # kept for backward compatibility: the smallest relative error ever reported
 GAUSS_REL_ERR = 1e-13
 

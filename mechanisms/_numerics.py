@@ -11,6 +11,32 @@ import math
 
 import numpy as np
 from numba import njit
+from scipy.special import log_ndtr
+
+_U = 2.0 ** -53
+#: scipy's log_ndtr is accurate to 4.2 ulps of (1 + |value|) (measured against mpmath on [-3000, 5]);
+#: the bounds below allow 16
+LOG_NDTR_ULPS = 16.0
+
+
+def log_ndtr_bounds(z, z_err=0.0) -> tuple[np.ndarray, np.ndarray]:
+    """(log Phi(z), bound on |computed - log Phi(z_true)|) for arrays z with |z - z_true| <= z_err.
+
+    log_ndtr's own error (``LOG_NDTR_ULPS`` ulps of 1 + |value|) plus z_err times the largest slope
+    d log Phi / dz = phi(z) / Phi(z) (decreasing in z) on [z - z_err, z + z_err]: at most |z'| + 1 for
+    z' = z - z_err <= 0 (Mills-ratio bound) and at most 2 phi(z') <= 0.8 for z' > 0 (Phi(z') >= 1/2).
+    Exact (error 0) at z = +-inf.
+    """
+    z = np.asarray(z, dtype=float)
+    ze = np.broadcast_to(np.asarray(z_err, dtype=float), z.shape)
+    lz = np.asarray(log_ndtr(z), dtype=float)
+    with np.errstate(invalid="ignore", over="ignore"):
+        zl = z - ze
+        slope = np.where(zl > 0.0, 0.8 * np.exp(-0.5 * np.minimum(zl, 1e150) ** 2) + 1e-300,
+                         np.abs(zl) + 1.0)
+        err = LOG_NDTR_ULPS * _U * (1.0 + np.abs(lz)) + ze * slope
+    err = np.where(np.isinf(z), 0.0, err)
+    return lz, err
 
 
 def complex_logsumexp(log_terms: np.ndarray, axis: int = 0) -> np.ndarray:
@@ -163,7 +189,6 @@ def exp_pieces_log_mgf(s, lo: np.ndarray, hi: np.ndarray, logw: np.ndarray,
 
 
 # ---------------------------------------------------------------------------- binomial coefficients
-_U = 2.0 ** -53  # unit roundoff
 _STIRLING_TABLE_MAX = 30
 
 

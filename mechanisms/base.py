@@ -260,6 +260,37 @@ class Mechanism:
         """``t -> log_continuous_envelope(c, t, direction)``; override to precompute per-line constants."""
         return lambda t: self.log_continuous_envelope(c, t, direction)
 
+    # ------------------------------------------------------------------ exact profile of one use
+    @property
+    def exact_profile(self) -> bool:
+        """True when :meth:`exact_delta` gives the privacy profile of ONE use in closed form.
+
+        Plug-in hook of the single-use exact route (:mod:`accountant.routes`): a ledger holding one use of
+        one such mechanism is certified by ``exact_delta`` / ``exact_epsilon`` instead of numerically.
+        """
+        return False
+
+    @property
+    def exact_profile_attained(self) -> bool:
+        """One use of the mechanism attains the profile of :meth:`exact_delta` (pointwise in eps), so its
+        lower end is a lower bound on the mechanism's true delta; default: ``tight``."""
+        return self.tight
+
+    def exact_delta(self, epsilon: float, direction: str = "remove") -> tuple[float, float]:
+        """Certified (lower, upper) of delta(eps) = sup_S P(S) - e^eps Q(S) for ONE use of the dominating
+        pair in ``direction`` (eps >= 0), rigorous in floating point.  Only when ``exact_profile``."""
+        raise UnsupportedRoute(f"{type(self).__name__} has no closed-form privacy profile")
+
+    def exact_epsilon(self, delta: float, direction: str = "remove") -> tuple[float, float]:
+        """Certified (lower, upper) of eps(delta) = inf{eps >= 0 : delta(eps) <= delta} for one use, from
+        :meth:`exact_delta` by certified root finding (:func:`mechanisms._profile.epsilon_bracket`)."""
+        from . import validation as V
+        from ._profile import epsilon_bracket
+
+        d = V.delta(delta)
+        check_direction(direction)
+        return epsilon_bracket(lambda e: self.exact_delta(e, direction), d)
+
     def log_phi(self, t) -> tuple[np.ndarray, np.ndarray]:
         """Log characteristic functions (remove pair L_{P,Q} under P, add pair L_{Q,P} under Q).
 

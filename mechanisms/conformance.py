@@ -18,7 +18,9 @@ serialisation); it does not prove a curve correct -- that needs an independent r
 * envelope: ``log_envelope_fn(c)`` is non-increasing in t and bounds |M(c + it) - A(c + it)| at
   sampled t (A the atoms' MGF);
 * ``total_variation`` in [0, 1] (when given) and at least the atoms' exact delta(0) contribution;
-* ``pld_cell_masses`` (when given): non-negative, summing to 1 - infinite_loss_mass within their error.
+* ``pld_cell_masses`` (when given): non-negative, summing to 1 - infinite_loss_mass within their error;
+* exact single-use profile (``exact_profile``): ``exact_delta`` brackets lie in [0, 1] with lower <= upper,
+  are non-increasing in eps and at eps = 0 below ``total_variation`` (when given).
 
 It is self-contained (numpy only) so that third-party plug-ins can run it in their own tests.
 """
@@ -158,6 +160,7 @@ def check_mechanism(mech: Mechanism, *, alphas=None, strict: bool = True,
             _check_envelope(mech, rep)
         _check_cells(mech, rep)
     _check_tv(mech, rep)
+    _check_exact_profile(mech, rep)
     if strict and rep.problems:
         raise ConformanceError(f"{rep.mechanism}: " + "; ".join(rep.problems))
     return rep
@@ -304,6 +307,26 @@ def _check_cells(mech: Mechanism, rep: ConformanceReport) -> None:
         target = 1.0 - mech.infinite_loss_mass
         if abs(float(np.sum(m)) - target) > tot_err + 1e-9:
             rep.problems.append(f"{d}: cell masses sum to {float(np.sum(m))!r}, expected {target!r}")
+
+
+def _check_exact_profile(mech: Mechanism, rep: ConformanceReport) -> None:
+    if not getattr(mech, "exact_profile", False):
+        return
+    rep.checks.append("exact profile")
+    eps_grid = (0.0, 0.1, 0.5, 1.0, 2.0, 4.0)
+    for d in DIRECTIONS:
+        vals = [mech.exact_delta(e, d) for e in eps_grid]
+        for e, (lo, hi) in zip(eps_grid, vals, strict=True):
+            if not 0.0 <= lo <= hi <= 1.0:
+                rep.problems.append(f"{d}: exact_delta({e}) = ({lo!r}, {hi!r}) is not a bracket in [0, 1]")
+                return
+        his = [v[1] for v in vals]
+        los = [v[0] for v in vals]
+        if any(lo_next > hi_prev for hi_prev, lo_next in zip(his, los[1:], strict=False)):
+            rep.problems.append(f"{d}: exact_delta increases in eps: {vals!r}")
+        tv = mech.total_variation(d)
+        if tv is not None and vals[0][0] > tv + _tol(tv):
+            rep.problems.append(f"{d}: exact_delta(0) lower end {vals[0][0]!r} above total_variation {tv!r}")
 
 
 def _check_tv(mech: Mechanism, rep: ConformanceReport) -> None:

@@ -198,5 +198,128 @@ class GaussianPair(Mechanism):
 
         return env
 
+    # ---------------------------------------------------------------- exact profile of one use (d = 1)
+    @property
+    def exact_profile(self) -> bool:
+        """One-dimensional pairs: the region {L > eps} is bounded by the roots of a quadratic."""
+        return len(self.shifts) == 1 and not self._trivial
+
+    def _quad_sign(self, v: float, sgn: float, eps: float) -> int:
+        """Certified sign of f(v) = sgn L(v) - eps (+1, -1, or 0 when the rounding cannot decide)."""
+        a, d = self.precisions[0], self.shifts[0]
+        k, beta, kappa = (float(x[0]) for x in self._arrays)
+        f = sgn * (0.5 * k * v * v + beta * v + kappa) - eps
+        err = 16.0 * U * (0.5 * abs(k) * v * v + abs(beta * v) + 0.5 * a * d * d + 0.5 * abs(math.log(a))
+                          + abs(eps) + 1.0) + 1e-300
+        return 1 if f > err else (-1 if f < -err else 0)
+
+    def _roots(self, sgn: float, eps: float):
+        """Certified description of A = {sgn L > eps} (L(v) = k v^2/2 + beta v + kappa, v ~ P = N(0, 1)):
+        (kind, inner, outer, approx), each a list of intervals, with union(inner) <= A <= union(outer)
+        (``approx`` an uncertified estimate of A).  Root brackets are verified by the sign of f at both
+        ends (convexity / concavity of f then fixes its sign beyond them)."""
+        k, beta, kappa = (float(x[0]) for x in self._arrays)
+        a2, a1, a0 = 0.5 * sgn * k, sgn * beta, sgn * kappa - eps
+        inf = math.inf
+
+        def bracket(r: float, left_sign: int) -> tuple[float, float] | None:
+            """[lo, hi] around the root r with certified signs f(lo) = left_sign, f(hi) = -left_sign."""
+            w = 8.0 * U * (1.0 + abs(r))
+            for _ in range(60):
+                lo, hi = r - w, r + w
+                if self._quad_sign(lo, sgn, eps) == left_sign and self._quad_sign(hi, sgn, eps) == -left_sign:
+                    return lo, hi
+                w *= 4.0
+            return None
+
+        if a2 == 0.0:
+            if a1 == 0.0:
+                s = self._quad_sign(0.0, sgn, eps)
+                return ([(-inf, inf)] if s > 0 else []), ([] if s < 0 else [(-inf, inf)]), \
+                    ([(-inf, inf)] if a0 > 0 else [])
+            r = -a0 / a1
+            br = bracket(r, -1 if a1 > 0 else 1)
+            approx = [(r, inf)] if a1 > 0 else [(-inf, r)]
+            if br is None:
+                return [], [(-inf, inf)], approx
+            return ([(br[1], inf)] if a1 > 0 else [(-inf, br[0])]), \
+                ([(br[0], inf)] if a1 > 0 else [(-inf, br[1])]), approx
+        disc = a1 * a1 - 4.0 * a2 * a0
+        if disc > 0.0:
+            sq = math.sqrt(disc)
+            qq = -0.5 * (a1 + math.copysign(sq, a1))  # stable roots: q / a2 and a0 / q
+            r1, r2 = (qq / a2, a0 / qq) if qq != 0.0 else (0.0, 0.0)
+            r1, r2 = min(r1, r2), max(r1, r2)
+        else:
+            r1 = r2 = -a1 / (2.0 * a2)
+        if a2 > 0:  # f convex: A = (-inf, r1) u (r2, inf)
+            approx = [(-inf, r1), (r2, inf)] if disc > 0.0 else [(-inf, inf)]
+            b1, b2 = (bracket(r1, 1), bracket(r2, -1)) if disc > 0.0 else (None, None)
+            if b1 is None or b2 is None:
+                return [], [(-inf, inf)], approx
+            outer = [(-inf, inf)] if b1[1] >= b2[0] else [(-inf, b1[1]), (b2[0], inf)]
+            return [(-inf, b1[0]), (b2[1], inf)], outer, approx
+        # f concave: A = (r1, r2) or empty
+        if disc <= 0.0:
+            if self._quad_sign(r1, sgn, eps) < 0:  # the maximum is negative: A is empty
+                return [], [], []
+            w = 1.0 + abs(r1)  # a neighbourhood of the vertex with certified negative ends
+            for _ in range(60):
+                if self._quad_sign(r1 - w, sgn, eps) < 0 and self._quad_sign(r1 + w, sgn, eps) < 0:
+                    return [], [(r1 - w, r1 + w)], []
+                w *= 2.0
+            return [], [(-inf, inf)], []
+        approx = [(r1, r2)]
+        b1, b2 = bracket(r1, -1), bracket(r2, 1)
+        if b1 is None or b2 is None:
+            return [], [(-inf, inf)], approx
+        inner = [(b1[1], b2[0])] if b1[1] < b2[0] else []
+        return inner, [(b1[0], b2[1])], approx
+
+    def _log_measure(self, intervals, under_q: bool) -> tuple[float, float]:
+        """(log mass, error bound) of a union of disjoint intervals under P = N(0, 1) or Q = N(d, 1/a)
+        (the coordinates sqrt(a)(v - d) carry 4 ulps)."""
+        from ._profile import log_normal_mass, log_sum_bounds
+
+        a, d = self.precisions[0], self.shifts[0]
+        sa = math.sqrt(a)
+        terms = []
+        for lo, hi in intervals:
+            if under_q:
+                zl = -math.inf if lo == -math.inf else sa * (lo - d)
+                zh = math.inf if hi == math.inf else sa * (hi - d)
+                terms.append(log_normal_mass(zl, zh, 4.0 * U * abs(zl) if math.isfinite(zl) else 0.0,
+                                             4.0 * U * abs(zh) if math.isfinite(zh) else 0.0))
+            else:
+                terms.append(log_normal_mass(lo, hi))
+        return log_sum_bounds(terms)
+
+    def exact_delta(self, epsilon: float, direction: str = "remove") -> tuple[float, float]:
+        """Certified (lower, upper) of delta(eps) for one use of a one-dimensional pair (eps >= 0).
+
+        remove: A = {L > eps} under (P, Q); add: A = {-L > eps} under (Q, P); L quadratic, so A is a
+        half-line, two tails or an interval between the roots.  Upper bound: the first measure of the
+        certified outer set minus e^eps times the second measure of the inner set; lower bound: the
+        same difference on the (uncertified) computed set; differences in log space
+        (:mod:`mechanisms._profile`)."""
+        from . import validation as V
+        from ._profile import hockey_bounds
+
+        check_direction(direction)
+        eps = V.epsilon(epsilon)
+        if not self.exact_profile:
+            return super().exact_delta(eps, direction)
+        add = direction == "add"
+        inner, outer, approx = self._roots(-1.0 if add else 1.0, eps)
+
+        def diff(first_set, second_set, which: int) -> float:
+            lp, ep = self._log_measure(first_set, under_q=add)
+            lq, eq = self._log_measure(second_set, under_q=not add)
+            return hockey_bounds(lp, ep, lq, eq, eps)[which]
+
+        up = diff(outer, inner, 1)
+        low = diff(approx, approx, 0) if approx else 0.0
+        return min(low, up), up
+
     def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
         return self.log_envelope_fn(c, direction)(t)

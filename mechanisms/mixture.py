@@ -42,6 +42,7 @@ import numpy as np
 
 from . import validation as V
 from ._mixture_kernels import invert_log_g, trapezoid_log_mgf, trapezoid_log_mgf_many, tv_bound
+from ._numerics import log_ndtr_bounds
 from .base import Mechanism, as_complex_array, check_direction
 from .registry import register
 
@@ -322,6 +323,73 @@ class GaussianMixture(Mechanism):
         m[1:n] = np.maximum(np.where(use_low, d_low, d_up), 0.0)
         err[1:n] = np.where(use_low, low_err[1:] + low_err[:-1], up_err[1:] + up_err[:-1])
         return m, err
+
+    # ---------------------------------------------------------------- exact profile of one use
+    @property
+    def exact_profile(self) -> bool:
+        return True
+
+    def _log_tails(self, x: float, upper: bool) -> tuple[float, float]:
+        """(log P(X > x) or log P(X < x), error bound) for X ~ the mixture P (units of sigma): a sum of
+        normal tails of the components, each with the rounding of m_i and of m_i - x in its argument
+        and the rounding of the normalised log-weights."""
+        from ._profile import log_sum_bounds
+
+        sh = self._s
+        z = (sh.m - x) if upper else (x - sh.m)
+        z_err = 2.0 * U * (np.abs(sh.m) + abs(x)) + 1e-300
+        lz, ez = log_ndtr_bounds(z, z_err)
+        w_err = 4.0 * U * (1.0 + np.abs(sh.logw))
+        return log_sum_bounds(list(zip((sh.logw + lz).tolist(), (ez + w_err).tolist(), strict=True)))
+
+    def exact_delta(self, epsilon: float, direction: str = "remove") -> tuple[float, float]:
+        """Certified (lower, upper) of delta(eps) for one use (eps >= 0).
+
+        L is monotone in x, so A = {L > eps} is a half-line: remove, A = (x*, inf) with log g(x*) = eps
+        and delta = sum_i p_i Phi(m_i - x*) - e^eps Phi(-x*); add, A = (-inf, x**) with
+        log g(x**) = -eps and delta = Phi(x**) - e^eps sum_i p_i Phi(x** - m_i) (empty A, delta = 0, when
+        -eps is at or below inf log g = log of the zero-mean weight).  The root is bracketed
+        (``invert_log_g``, verified by evaluation); the upper bound takes the two measures at opposite
+        ends of the bracket, the lower bound both at one point (any half-line gives a lower bound);
+        both differences in log space (:mod:`mechanisms._profile`)."""
+        from . import validation as V
+        from ._profile import hockey_bounds
+
+        check_direction(direction)
+        eps = V.epsilon(epsilon)
+        if self._trivial:
+            return 0.0, 0.0
+        sh = self._s
+        add = direction == "add"
+        target = -eps if add else eps
+        zero = sh.m == 0.0
+        floor = float(np.logaddexp.reduce(sh.logw[zero])) if zero.any() else -math.inf
+        floor_err = 8.0 * U * (1.0 + abs(floor)) * (1.0 + len(sh.m)) if zero.any() else 0.0
+        if target <= floor - floor_err:
+            return 0.0, 0.0  # (add) the loss never exceeds eps: A is empty
+        if target <= floor + floor_err:
+            # within rounding of the floor: A lies left of the root of log g = floor + 2 floor_err
+            xh = float(self._x_of_log_g(np.array([floor + 2.0 * floor_err + 4.0 * U * (1.0 + eps)]))[1][0])
+            lq, eq = (float(v[0]) for v in log_ndtr_bounds(np.array([xh])))
+            return 0.0, hockey_bounds(lq, eq, -math.inf, 0.0, eps)[1]
+        lo, hi = self._x_of_log_g(np.array([target]))
+        xl, xh = float(lo[0]), float(hi[0])
+        xm = 0.5 * (xl + xh)
+
+        def at(x_p: float, x_q: float):
+            """log-measure of A's stand-in under the hockey-stick's first and second measures."""
+            if add:  # first measure N(0, 1) on (-inf, x), second the mixture on (-inf, x)
+                lp, ep = (float(v[0]) for v in log_ndtr_bounds(np.array([x_p])))
+                lq, eq = self._log_tails(x_q, upper=False)
+            else:  # first the mixture on (x, inf), second N(0, 1) on (x, inf)
+                lp, ep = self._log_tails(x_p, upper=True)
+                lq, eq = (float(v[0]) for v in log_ndtr_bounds(np.array([-x_q])))
+            return lp, ep, lq, eq
+
+        # upper: the first measure on the wider half-line, the second on the narrower one
+        up = hockey_bounds(*(at(xh, xl) if add else at(xl, xh)), eps)[1]
+        low = max(hockey_bounds(*at(x, x), eps)[0] for x in (xl, xm, xh))
+        return min(low, up), up
 
     def total_variation(self, direction: str = "remove") -> float:
         """sup_x P(X > x) - Q(X > x), attained at g(x) = 1; an upper bound from the bracket of the root."""

@@ -47,8 +47,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import log_ndtr
 
 from . import validation as V
+from ._numerics import log_ndtr_bounds
+from ._profile import hockey_bounds_array
 from ._screening_kernels import (
     log_ndtr_array,
     max_binary_kl,
@@ -57,8 +60,9 @@ from ._screening_kernels import (
     max_binary_rdp_scan,
     mixture_pairs,
 )
-from .base import Mechanism
+from .base import Mechanism, check_direction
 from .gnmax import poisson_subsampled_rdp, subsampled_gaussian_rdp
+from .lattice import AtomicMechanism
 from .registry import register
 
 __all__ = [
@@ -67,6 +71,7 @@ __all__ = [
 ]
 
 SUBSAMPLE_METHODS = ("exact", "tight", "general")
+U = 2.0 ** -53
 
 
 # --------------------------------------------------------------------------- pair construction
@@ -155,6 +160,114 @@ def _check_screening(sigma, threshold, k, t_min):
     k = V.integer("k", k, low=1)
     t_min = V.integer("t_min", t_min, low=0, high=k)
     return sigma, threshold, k, t_min
+
+
+# --------------------------------------------------------------------------- the dominating pair
+_ENV_CACHE: dict = {}
+_ENV_CACHE_SIZE = 16
+_LOG_TINY = -650.0  # leading / trailing atoms are merged until the end atoms have P-mass >= e^{-650}
+PLD_RANGE_SIGMAS = 35.0  # envelope pair offered when |t - T| <= 35 sigma on the range of t (no tail merge)
+_W_FLOOR = -36.0  # normal coordinate of the merged leading vertex (log Phi(-36) = -652.4)
+_LOG_MIN_ATOM = -700.0  # every P-atom must have a normal (not subnormal) mass
+_MERGE_ULPS = 1e6  # coordinates closer than this many ulps are merged (their interval masses lose digits)
+
+
+def _envelope_vertices(sigma: float, threshold: float, t_min: int, t_max: int):
+    """Vertices of the upper ROC envelope of all adjacent pairs, as normal coordinates (u, w) (docs/
+    derivations/noisy-screening.md §5): the pair (Bern(pi(t + 1)), Bern(pi(t))) contributes the point
+    (Phi(z_t), Phi(z_{t+1})) and the swapped pair the point (Phi(-z_{t+1}), Phi(-z_t)), z_t = (t - T) / sigma.
+    All lie on the Gaussian trade-off curve w = Phi(u + 1/sigma), so every point is a vertex.
+
+    Floating point: the vertices are sorted by their computed u (fl is monotone, so the order agrees
+    with the exact one up to ties), u is rounded down and w up by the rounding of z, the far tails are
+    cut (below) and nearly coincident vertices i, i+1 are merged into (u_i, w_{i+1}) (which dominates
+    both): every true vertex is dominated (u' <= u, w' >= w) by a returned one, so the pair built on them
+    dominates the envelope."""
+    n = t_max - t_min
+    t = np.arange(t_min, t_max, dtype=float)
+    za = (t - threshold) / sigma  # z_t
+    zb = (t + 1.0 - threshold) / sigma  # z_{t+1}
+    u = np.concatenate([za, -zb])
+    w = np.concatenate([zb, -za])
+    order = np.argsort(u, kind="stable")
+    u, w = u[order], w[order]
+    if n == 0:
+        return u, w
+    # outward rounding of the coordinates (z = (t - T) / sigma carries <= 2 ulps)
+    u = u - 4.0 * U * np.abs(u) - 1e-300
+    w = w + 4.0 * U * np.abs(w) + 1e-300
+    # trailing vertices with a P-tail 1 - Phi(w) below e^{-650}: replaced by (u_j1, +inf) at the first such
+    # vertex j1 (it dominates them all); the atom after it then has P-mass 0 (its Q-mass is P-null, which
+    # only a set S containing it could use, at a cost), so every P-atom keeps a representable mass.
+    # (Done before the merging below, which then runs on the few thousand vertices that matter.)
+    tail = np.asarray(log_ndtr(-w), dtype=float)
+    far = tail < _LOG_TINY
+    if far.any():
+        j1 = int(np.argmax(far))
+        u = u[:j1 + 1]
+        w = np.concatenate([w[:j1], [math.inf]])
+    # leading vertices 0..j0-1 whose P-mass Phi(w) is below e^{-650}: replaced by the one vertex
+    # (u_0, max(w_0..w_{j0-1}, -36)) (log Phi(-36) = -652.4), which dominates them all and costs at most
+    # e^{-650} of P-mass (w is sorted with u up to rounding; the merging below absorbs any inversion)
+    lw = np.asarray(log_ndtr(w), dtype=float)
+    j0 = int(np.argmax(lw >= _LOG_TINY)) if (lw >= _LOG_TINY).any() else w.size
+    if j0 > 0:
+        w_first = max(float(np.max(w[:j0])), _W_FLOOR)
+        u = np.concatenate([u[:1], u[j0:]])
+        w = np.concatenate([[w_first], w[j0:]])
+    # nearly coincident vertices i, i + 1 (closer than the merge gap in u or w, or w out of order) become
+    # (u_i, max(w_i, w_{i+1}))
+    keep_u, keep_w = [float(u[0])], [float(w[0])]
+    for ui, wi in zip(u[1:].tolist(), w[1:].tolist(), strict=True):
+        gap = _MERGE_ULPS * U * (1.0 + abs(ui))
+        if ui - keep_u[-1] <= gap or wi - keep_w[-1] <= gap:
+            keep_w[-1] = max(keep_w[-1], wi)  # (u_i, w_{i+1}) dominates both vertices
+            continue
+        keep_u.append(ui)
+        keep_w.append(wi)
+    u = np.array(keep_u)
+    w = np.array(keep_w)
+    return u, w
+
+
+def _envelope_atoms(sigma: float, threshold: float, t_min: int, t_max: int):
+    """(losses, P-masses, log-mass error) of the atomic dominating pair whose trade-off curve is the
+    chordal interpolation of :func:`_envelope_vertices` (same for both directions: the family of pairs is
+    closed under swapping).  Atom j has Q-mass Phi(u_{j+1}) - Phi(u_j) and P-mass Phi(w_{j+1}) - Phi(w_j)
+    (u_0 = w_0 = -inf, u_{n+1} = w_{n+1} = inf), evaluated in log space
+    (:func:`mechanisms._profile.log_normal_mass`); the losses are rounded up by their errors (larger losses
+    with the same masses dominate), the masses' relative error is returned as the log-mass error."""
+    key = (sigma, threshold, t_min, t_max)
+    hit = _ENV_CACHE.get(key)
+    if hit is not None:
+        return hit
+    from ._profile import log_normal_mass
+
+    if t_max == t_min:
+        out = (np.array([0.0]), np.array([1.0]), 0.0)
+    else:
+        u, w = _envelope_vertices(sigma, threshold, t_min, t_max)
+        ue = np.concatenate([[-math.inf], u, [math.inf]])
+        we = np.concatenate([[-math.inf], w, [math.inf]])
+        lq = [log_normal_mass(a, b) for a, b in zip(ue[:-1].tolist(), ue[1:].tolist(), strict=True)]
+        lp = [log_normal_mass(a, b) for a, b in zip(we[:-1].tolist(), we[1:].tolist(), strict=True)]
+        lpv = np.array([v for v, _ in lp])
+        lqv = np.array([v for v, _ in lq])
+        err_p = np.array([e for _, e in lp])
+        err_q = np.array([e for _, e in lq])
+        keep = np.isfinite(lpv)  # the dropped atoms have P-mass exactly 0 (w_j = w_{j+1} = inf)
+        ok = np.all(lpv[keep] > _LOG_MIN_ATOM) and np.all(np.isfinite(err_p[keep]) & np.isfinite(err_q[keep]))
+        if not ok:
+            raise ArithmeticError("noisy screening: an atom of the dominating pair is not representable "
+                                  "(P-mass below e^-700 or all digits lost); use the RDP route")
+        loss = lpv[keep] - lqv[keep]
+        loss = np.nextafter(loss + (err_p[keep] + err_q[keep]) + 4.0 * U * (np.abs(loss) + 1.0), np.inf)
+        mass = np.exp(lpv[keep])
+        out = (loss, mass, float(np.max(err_p[keep])) + 4.0 * U)
+    if len(_ENV_CACHE) >= _ENV_CACHE_SIZE:
+        _ENV_CACHE.pop(next(iter(_ENV_CACHE)))
+    _ENV_CACHE[key] = out
+    return out
 
 
 # --------------------------------------------------------------------------- plain functions
@@ -281,7 +394,7 @@ def max_votes(votes) -> np.ndarray:
 # --------------------------------------------------------------------------- plug-ins
 @register
 @dataclass(frozen=True)
-class NoisyScreening(Mechanism):
+class NoisyScreening(AtomicMechanism):
     """Noisy screening 1[t + N(0, sigma^2) > threshold] of a max-vote statistic t in [t_min, k].
 
     Parameters
@@ -301,8 +414,21 @@ class NoisyScreening(Mechanism):
     -----
     ``rdp`` is the data-independent curve of thesis Thm 4.3.1 (Zhu, Yu & Wang 2020), an upper bound valid for
     add/remove and replace-one neighbours (|Delta t| <= 1 for the kNN max vote under both).  It is not
-    attained by one neighbouring pair at every order, so ``tight = False``.  Accounted by RDP only
-    (a single dominating pair is essentially the Gaussian's, docs/derivations/noisy-screening.md §5).
+    attained by one neighbouring pair at every order, so ``tight = False``.
+
+    Characteristic-function / PLD routes: the upper envelope
+    H(eps) = max(0, max_t max(pi(t+1) - e^eps pi(t), (1 - pi(t)) - e^eps (1 - pi(t+1))))
+    of the hockey-stick curves of all adjacent pairs is the hockey-stick curve of an atomic pair
+    (docs/derivations/noisy-screening.md §5; Zhu, Dong & Wang 2022, "Optimal accounting of differential
+    privacy via characteristic function", Def. 3.3.1 / Lemma 3.3.3 and Thm 3.3.4 of Zhu's 2023 thesis for
+    dominating pairs and their adaptive composition): its ROC curve is the chordal interpolation of the
+    Gaussian one, Phi^{-1}(w) = Phi^{-1}(u) + 1/sigma, through the 2 (k - t_min) points the pairs
+    contribute (:func:`_envelope_atoms`).  It dominates every
+    neighbouring pair, so its compositions bound adaptive compositions of screening (upper bounds:
+    ``tight = False``; its Renyi divergences exceed the family's per-order supremum ``rdp``, hence
+    ``rdp_below_pair``).  One use is exact: the single-use exact route (``exact_delta``) evaluates the
+    envelope max_pairs (P(S) - e^eps Q(S)) directly, each of its lines attained by a neighbouring pair
+    (``exact_profile_attained``).
     """
 
     sigma: float
@@ -312,6 +438,15 @@ class NoisyScreening(Mechanism):
 
     name = "noisy_screening"
     tight = False
+    rdp_below_pair = True
+
+    @property
+    def pld_available(self) -> bool:  # type: ignore[override]
+        """The envelope pair (cf / PLD routes) when the statistic's range stays within ``PLD_RANGE_SIGMAS``
+        noise deviations of the threshold.  Beyond, the envelope's first atom (the merged far tail, P-mass
+        ~e^-650) carries a loss of order (range / sigma)^2 / 2 that the numerical routes cannot resolve:
+        RDP only (the single-use exact route still applies)."""
+        return max(self.threshold - self.t_min, self.k + 1 - self.threshold) <= PLD_RANGE_SIGMAS * self.sigma
 
     def __post_init__(self):
         s, t, k, tm = _check_screening(self.sigma, self.threshold, self.k, self.t_min)
@@ -350,6 +485,55 @@ class NoisyScreening(Mechanism):
         from scipy.special import ndtr
 
         return ndtr((np.asarray(t, dtype=float) - self.threshold) / self.sigma)
+
+    # ---------------------------------------------------------------- the atomic dominating pair
+    def _atoms(self) -> tuple[np.ndarray, np.ndarray]:
+        l, w, _ = _envelope_atoms(self.sigma, self.threshold, self.t_min, self.k)
+        return l, w
+
+    @property
+    def log_mgf_error(self) -> float:
+        """Relative error of the atoms' masses (normal interval probabilities in log space)."""
+        return _envelope_atoms(self.sigma, self.threshold, self.t_min, self.k)[2]
+
+    def mgf_cost(self, t_max: float) -> float:
+        # one node costs one exp/cos/sin per atom (~3 closed-form node units each, as the discrete Gaussian)
+        return max(1.0, 3.0 * self._atoms()[0].size)
+
+    def pld_cell_masses(self, edges, direction: str = "remove"):
+        m, err = super().pld_cell_masses(edges, direction)
+        return m, err + m * math.expm1(self.log_mgf_error)
+
+    @property
+    def exact_profile(self) -> bool:
+        return True
+
+    @property
+    def exact_profile_attained(self) -> bool:
+        return True
+
+    def exact_delta(self, epsilon: float, direction: str = "remove") -> tuple[float, float]:
+        """Certified (lower, upper) of delta(eps) = max over adjacent pairs and sets S of
+        P(S) - e^eps Q(S) for one use (both directions: the family is closed under swapping).
+
+        The maximum over S of a pair of Bernoullis is attained at S = {pass} or {fail} (or none), i.e.
+        at the points (u, w) = (Phi(z_t), Phi(z_{t+1})) and (Phi(-z_{t+1}), Phi(-z_t)), so
+        delta = max(0, max_points (w - e^eps u)), each term in log space with the rounding of z."""
+        from . import validation as V
+
+        check_direction(direction)
+        eps = V.epsilon(epsilon)
+        if self.k == self.t_min:
+            return 0.0, 0.0
+        t = np.arange(self.t_min, self.k, dtype=float)
+        za = (t - self.threshold) / self.sigma
+        zb = (t + 1.0 - self.threshold) / self.sigma
+        zu = np.concatenate([za, -zb])
+        zw = np.concatenate([zb, -za])
+        lu, eu = log_ndtr_bounds(zu, 4.0 * U * np.abs(zu))
+        lw, ew = log_ndtr_bounds(zw, 4.0 * U * np.abs(zw))
+        lo, hi = hockey_bounds_array(lw, ew, lu, eu, eps)
+        return float(np.max(lo)), float(np.max(hi))
 
 
 @register

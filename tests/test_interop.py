@@ -52,6 +52,32 @@ SampledWithoutReplacementDpEvent = _standin("SampledWithoutReplacementDpEvent", 
 ZCDpEvent = _standin("ZCDpEvent", ("rho", float), ("xi", float, field(default=0.0)))
 
 
+@dataclass(frozen=True)
+class DiscreteLaplaceDpEvent:
+    noise_parameter: float
+    sensitivity: int
+
+
+@dataclass(frozen=True)
+class MixtureOfGaussiansDpEvent:
+    standard_deviation: float
+    sensitivities: list
+    sampling_probs: list
+
+
+@dataclass(frozen=True)
+class SingleEpochTreeAggregationDpEvent:
+    noise_multiplier: float
+    step_counts: Any
+
+
+@dataclass(frozen=True)
+class RepeatAndSelectDpEvent:
+    event: Any
+    mean: float
+    shape: float
+
+
 class _GaussianNT(NamedTuple):  # the to_named_tuple() form
     module_name: str
     class_name: str
@@ -157,8 +183,8 @@ def test_refusals_are_clear():
         translate(GaussianDpEvent(0.0))
     with pytest.raises(UnsupportedEventError, match="UnsupportedDpEvent"):
         PrivacyAccountant().compose(ComposedDpEvent([GaussianDpEvent(1.0), UnsupportedDpEvent()]))
-    with pytest.raises(UnsupportedEventError, match="ZCDpEvent"):
-        translate(ZCDpEvent(0.1))
+    with pytest.raises(UnsupportedEventError, match="RepeatAndSelectDpEvent"):
+        translate(RepeatAndSelectDpEvent(GaussianDpEvent(1.0), 3.0, 1.0))
     with pytest.raises(ValueError, match="GaussianDpEvent.noise_multiplier"):
         translate(GaussianDpEvent(-1.0))
     with pytest.raises(ValueError, match="SelfComposedDpEvent.count"):
@@ -191,7 +217,8 @@ def test_dp_event_accountant_interface():
     ev = PoissonSampledDpEvent(0.02, GaussianDpEvent(1.2))
     a = DpEventAccountant()
     assert a.supports(ev) and a.supports(NonPrivateDpEvent()) and a.supports(NoOpDpEvent())
-    assert not a.supports(UnsupportedDpEvent()) and not a.supports(ZCDpEvent(1.0))
+    assert not a.supports(UnsupportedDpEvent()) and a.supports(ZCDpEvent(1.0))
+    assert not a.supports(RepeatAndSelectDpEvent(GaussianDpEvent(1.0), 3.0, 1.0))
     assert a.compose(ev, count=50) is a
     a.compose(ev, 50).compose(NoOpDpEvent()).compose(GaussianDpEvent(5.0))
     ref = PrivacyAccountant().compose(SubsampledGaussian(1.2, 0.02), 100).compose(Gaussian(5.0))
@@ -343,3 +370,116 @@ def test_readme_dp_event_section_runs():
     cert, eps, back = ns["cert"], ns["eps"], ns["back"]
     assert cert.lower_bound <= cert.epsilon == eps
     assert back == ns["event"]
+
+
+# ------------------------------------------------------------------ wave-2 events (stand-ins)
+def test_zcdp_event_between_the_gaussian_and_the_classic_conversion():
+    from mechanisms import ZCDP
+
+    assert translate(ZCDpEvent(0.1)) == [(ZCDP(rho=0.1), 1)]
+    assert translate(ZCDpEvent(0.1, 0.02), "replace_one") == [(ZCDP(rho=0.1, xi=0.02), 1)]
+    assert translate(ZCDpEvent(0.0)) == []
+    rho, delta = 0.3, 1e-6
+    eps = PrivacyAccountant().compose(SelfComposedDpEvent(ZCDpEvent(rho), 4)).epsilon(delta)
+    # the Gaussian of mu = sqrt(2 * 4 rho) is 4 rho-zCDP: no valid bound is below its epsilon; the classic
+    # rho + 2 sqrt(rho log(1/delta)) (Bun & Steinke 2016, Prop. 1.3) is a valid, looser one
+    classic = 4 * rho + 2 * math.sqrt(4 * rho * math.log(1 / delta))
+    assert gdp_epsilon(math.sqrt(8 * rho), delta) <= eps <= classic
+
+
+def test_discrete_laplace_event():
+    from mechanisms import DiscreteLaplace
+
+    assert translate(DiscreteLaplaceDpEvent(0.5, 2)) == [(DiscreteLaplace(scale=2.0, sensitivity=2), 1)]
+    assert translate(DiscreteLaplaceDpEvent(0.5, 2), "replace_one") == [(DiscreteLaplace(2.0, 4), 1)]
+    ((m, _),) = translate(DiscreteLaplaceDpEvent(0.3, 1))
+    assert m.scale <= 1 / 0.3 and m.scale == pytest.approx(1 / 0.3, rel=1e-15)
+    assert translate(DiscreteLaplaceDpEvent(0.5, 0)) == []
+    with pytest.raises(NonPrivateEventError, match="noise_parameter"):
+        translate(DiscreteLaplaceDpEvent(0.0, 1))
+    # pure DP: delta(eps) = 0 at eps = C a (the largest loss); positive just below it
+    acct = PrivacyAccountant().compose(DiscreteLaplaceDpEvent(0.5, 2))
+    assert acct.delta(1.0) == 0.0 and acct.delta(0.999) > 0.0
+
+
+def test_mixture_of_gaussians_event():
+    from mechanisms import GaussianMixture
+
+    ev = MixtureOfGaussiansDpEvent(1.5, [0.0, 1.0, 2.0], [0.5, 0.3, 0.2])
+    assert translate(ev) == [(GaussianMixture(1.5, [0.0, 1.0, 2.0], [0.5, 0.3, 0.2]), 1)]
+    assert translate(MixtureOfGaussiansDpEvent(1.0, [0.0], [1.0])) == []
+    with pytest.raises(UnsupportedEventError, match="add/remove"):
+        translate(ev, "replace_one")
+    with pytest.raises(NonPrivateEventError, match="standard_deviation"):
+        translate(MixtureOfGaussiansDpEvent(0.0, [1.0], [1.0]))
+    # a single sensitivity c is the Gaussian mechanism of mu = c / s
+    one = PrivacyAccountant().compose(MixtureOfGaussiansDpEvent(2.0, [1.0], [1.0])).epsilon(1e-5)
+    ref = gdp_epsilon(0.5, 1e-5)
+    assert ref * (1 - 1e-12) <= one <= ref * (1 + 1e-6)
+
+
+def test_single_epoch_tree_aggregation_event():
+    from mechanisms import TreeAggregation
+
+    ev = SingleEpochTreeAggregationDpEvent(2.0, [100, 30])
+    assert translate(ev) == [(TreeAggregation(sigma=2.0, steps=100), 1)]
+    assert translate(SingleEpochTreeAggregationDpEvent(2.0, 7)) == [(TreeAggregation(2.0, 7), 1)]
+    assert translate(SingleEpochTreeAggregationDpEvent(2.0, [0])) == []
+    with pytest.raises(UnsupportedEventError, match="add/remove"):
+        translate(ev, "replace_one")
+    with pytest.raises(ValueError, match="step_counts"):
+        translate(SingleEpochTreeAggregationDpEvent(2.0, []))
+    # the deepest tree has ceil(log2(101)) = 7 levels: a Gaussian of mu = sqrt(7) / 2, twice
+    eps = PrivacyAccountant().compose(SelfComposedDpEvent(ev, 2)).epsilon(1e-5)
+    ref = gdp_epsilon(math.sqrt(2 * 7) / 2.0, 1e-5)
+    assert ref * (1 - 1e-12) <= eps <= ref * (1 + 1e-9)
+
+
+def test_wave2_export_round_trips():
+    from mechanisms import ZCDP, DiscreteLaplace, GaussianMixture, TreeAggregation
+
+    entries = [(ZCDP(0.2, 0.01), 2), (DiscreteLaplace(2.0, 3), 1),
+               (GaussianMixture(1.0, [0.0, 1.0], [0.5, 0.5]), 4), (TreeAggregation(3.0, 64), 1)]
+    ev = ledger_to_dp_event(entries, "add_remove", module=STANDINS)
+    assert translate(ev) == entries
+    tree3 = ledger_to_dp_event([(TreeAggregation(3.0, 64, epochs=3), 1)], module=STANDINS)
+    assert tree3 == SelfComposedDpEvent(SingleEpochTreeAggregationDpEvent(3.0, 64), 3)
+    assert translate(tree3) == [(TreeAggregation(3.0, 64), 3)]
+    assert ledger_to_dp_event([(DiscreteLaplace(2.0, 4), 1)], "replace_one", module=STANDINS) == \
+        DiscreteLaplaceDpEvent(0.5, 2)
+    with pytest.raises(ValueError, match="discrete_laplace"):
+        ledger_to_dp_event([(DiscreteLaplace(2.0, 3), 1)], "replace_one", module=STANDINS)
+    with pytest.raises(ValueError, match="zcdp"):
+        ledger_to_dp_event([(ZCDP(0.2, delta=1e-6), 1)], module=STANDINS)
+    with pytest.raises(ValueError, match="tree_aggregation"):
+        ledger_to_dp_event([(TreeAggregation(3.0, 64, epochs=2, restart=False), 1)], module=STANDINS)
+
+
+def test_wave2_events_with_dp_accounting():
+    dpa = _dpa()
+    add = dpa.NeighboringRelation.ADD_OR_REMOVE_ONE
+    # dp-accounting's pessimistic PLD is an upper bound: at least dpcert's certified lower bound
+    ev_mod = dpa.dp_event
+    for ev in (dpa.SelfComposedDpEvent(ev_mod.DiscreteLaplaceDpEvent(0.4, 1), 5),
+               dpa.SelfComposedDpEvent(ev_mod.MixtureOfGaussiansDpEvent(1.0, [0.0, 1.0], [0.5, 0.5]), 3)):
+        ours = DpEventAccountant(add).compose(ev)
+        pld = dpa.pld.PLDAccountant(add, value_discretization_interval=1e-3).compose(ev)
+        cert = ours.certificate(delta=1e-5)
+        assert cert.lower_bound is not None and pld.get_epsilon(1e-5) >= cert.lower_bound - 1e-12
+        assert ours.ledger == ev
+    # tree aggregation: dp-accounting's RDP accountant (REPLACE_SPECIAL) is an upper bound too; ours is the
+    # exact Gaussian profile
+    tree = dpa.SingleEpochTreeAggregationDpEvent(2.0, [100, 30])
+    rdp = dpa.rdp.RdpAccountant(neighboring_relation=dpa.NeighboringRelation.REPLACE_SPECIAL).compose(tree)
+    cert = PrivacyAccountant().compose(tree).certificate(delta=1e-5)
+    assert cert.lower_bound <= cert.epsilon <= rdp.get_epsilon(1e-5)
+    z = PrivacyAccountant().compose(dpa.ZCDpEvent(0.5))
+    peer = dpa.rdp.RdpAccountant().compose(dpa.ZCDpEvent(0.5)).get_epsilon(1e-5)
+    assert z.epsilon(1e-5) <= peer * (1 + 1e-9)
+    assert isinstance(PrivacyAccountant().compose(dpa.ZCDpEvent(0.5)).to_dp_event(), dpa.ZCDpEvent)
+    from mechanisms import DiscreteLaplace, GaussianMixture
+
+    exported = PrivacyAccountant().compose(DiscreteLaplace(2.0)).compose(
+        GaussianMixture(1.0, [0.0, 1.0], [0.5, 0.5])).to_dp_event()
+    names = [type(e).__name__ for e in exported.events]
+    assert names == ["DiscreteLaplaceDpEvent", "MixtureOfGaussiansDpEvent"]
