@@ -52,30 +52,12 @@ SampledWithoutReplacementDpEvent = _standin("SampledWithoutReplacementDpEvent", 
 ZCDpEvent = _standin("ZCDpEvent", ("rho", float), ("xi", float, field(default=0.0)))
 
 
-@dataclass(frozen=True)
-class DiscreteLaplaceDpEvent:
-    noise_parameter: float
-    sensitivity: int
-
-
-@dataclass(frozen=True)
-class MixtureOfGaussiansDpEvent:
-    standard_deviation: float
-    sensitivities: list
-    sampling_probs: list
-
-
-@dataclass(frozen=True)
-class SingleEpochTreeAggregationDpEvent:
-    noise_multiplier: float
-    step_counts: Any
-
-
-@dataclass(frozen=True)
-class RepeatAndSelectDpEvent:
-    event: Any
-    mean: float
-    shape: float
+DiscreteLaplaceDpEvent = _standin("DiscreteLaplaceDpEvent", ("noise_parameter", float), ("sensitivity", int))
+MixtureOfGaussiansDpEvent = _standin("MixtureOfGaussiansDpEvent", ("standard_deviation", float),
+                                     ("sensitivities", list), ("sampling_probs", list))
+SingleEpochTreeAggregationDpEvent = _standin("SingleEpochTreeAggregationDpEvent", ("noise_multiplier", float),
+                                             ("step_counts", Any))
+RepeatAndSelectDpEvent = _standin("RepeatAndSelectDpEvent", ("event", Any), ("mean", float), ("shape", float))
 
 
 class _GaussianNT(NamedTuple):  # the to_named_tuple() form
