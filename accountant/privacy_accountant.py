@@ -420,9 +420,10 @@ class PrivacyAccountant:
         for r in routes.applicable(self._ledger):
             if r.name == method:
                 return r
-        hint = (" (the closed forms cover compositions of Gaussian mechanisms and one use of one Laplace "
-                "mechanism or of one mechanism with an exact single-use profile: a one-dimensional Gaussian "
-                "pair, a Gaussian mixture, noisy screening)") if method == "exact" else ""
+        hint = (" (the closed forms cover compositions of Gaussian mechanisms, one Poisson-subsampled "
+                "Gaussian step, and one use of one Laplace mechanism or of one mechanism with an exact "
+                "single-use profile: a one-dimensional Gaussian pair, a Gaussian mixture, noisy screening)"
+                ) if method == "exact" else ""
         raise ValueError(f"method {method!r} is not available for this ledger "
                          f"(available: {self._valid_methods()}){hint}")
 
