@@ -1,5 +1,6 @@
 """Monotone searches shared by the calibrators and the budget filter: the one home of the integer
-search (:func:`largest_count`) and of the log-scale bisection (:func:`bisect_log`)."""
+search (:func:`largest_count`), of the log-scale bisection (:func:`bisect_log`) and of its interpolating
+variant for calibrators that see the values (:func:`illinois_log`)."""
 
 from __future__ import annotations
 
@@ -44,4 +45,53 @@ def bisect_log(switched: Callable[[float], bool], lo: float, hi: float, rtol: fl
             hi = mid
         else:
             lo = mid
+    return lo, hi
+
+
+def illinois_log(value: Callable[[float], float], target: float, lo: float, hi: float, rtol: float,
+                 v_lo: float | None = None, v_hi: float | None = None) -> tuple[float, float]:
+    """Bracket [lo, hi] of the point where ``value`` crosses ``target``: ``value(lo) > target`` and
+    ``value(hi) <= target`` (``value`` positive and decreasing, e.g. certified epsilon as a function of
+    sigma), narrowed until ``hi / lo - 1 <= rtol``.
+
+    The same invariant and stopping rule as :func:`bisect_log` (so ``hi`` is a point where the
+    predicate ``value <= target`` was checked), but the next point is the regula-falsi interpolation of
+    log(value / target) in log(x), with the Illinois modification (the end kept twice in a row has its
+    value halved in the interpolation) so that both ends converge; a step that is not finite or not
+    inside the bracket is a geometric bisection.  Only the signs of the checks decide the bracket, so a
+    value that is not smooth (a route switch) slows the search but cannot break it.  ``v_lo`` /
+    ``v_hi`` are the values at the ends when already known.
+    """
+    def f(v: float) -> float:
+        return math.log(v / target) if v > 0.0 and math.isfinite(v) else (math.inf if v > 0 else -math.inf)
+
+    f_lo = f(value(lo) if v_lo is None else v_lo)
+    f_hi = f(value(hi) if v_hi is None else v_hi)
+    if not (f_lo > 0.0 and f_hi <= 0.0):
+        raise ValueError("illinois_log needs value(lo) > target >= value(hi)")
+    x_lo, x_hi = math.log(lo), math.log(hi)
+    moved, streak = "", 0  # the end moved by the last checks, and how many times in a row
+    while hi / lo - 1.0 > rtol:
+        # Illinois: the end that stayed put `streak` times has its value halved that many times, minus one
+        g_lo = f_lo * 0.5 ** (streak - 1) if moved == "hi" and streak >= 2 else f_lo
+        g_hi = f_hi * 0.5 ** (streak - 1) if moved == "lo" and streak >= 2 else f_hi
+        x = 0.5 * (x_lo + x_hi)
+        if math.isfinite(g_lo) and math.isfinite(g_hi) and g_lo != g_hi:
+            xs = x_hi - g_hi * (x_hi - x_lo) / (g_hi - g_lo)
+            if x_lo < xs < x_hi:
+                x = xs
+        mid = math.exp(x)
+        if not (lo < mid < hi):
+            mid = math.sqrt(lo * hi)
+            if not (lo < mid < hi):
+                break
+            x = math.log(mid)
+        fm = f(value(mid))
+        end = "hi" if fm <= 0.0 else "lo"
+        streak = streak + 1 if end == moved else 1
+        moved = end
+        if end == "hi":
+            hi, x_hi, f_hi = mid, x, fm
+        else:
+            lo, x_lo, f_lo = mid, x, fm
     return lo, hi

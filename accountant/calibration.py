@@ -18,7 +18,7 @@ from fractions import Fraction
 
 from mechanisms import validation as V
 
-from ._search import bisect_log, largest_count
+from ._search import bisect_log, illinois_log, largest_count
 from .privacy_accountant import PrivacyAccountant
 
 
@@ -352,13 +352,22 @@ def calibrate_sigma(target_epsilon: float, delta: float | None = None, sample_ra
     show = _printer(progress)
     evals = 0
 
-    def ok(sig: float, m: str = method) -> bool:
+    seen: dict[float, float] = {}  # sigma -> certified epsilon with ``method``
+
+    def eps_at(sig: float, m: str = method) -> float:
         nonlocal evals
+        if m == method and sig in seen:
+            return seen[sig]
         evals += 1
         e = _dpsgd_eps(sig, q, steps, delta, m, sampler)
+        if m == method:
+            seen[sig] = e
         if show:
             show(f"  [{evals}] sigma={sig:.8g} epsilon={e:.8g} ({m})")
-        return e <= target
+        return e
+
+    def ok(sig: float, m: str = method) -> bool:
+        return eps_at(sig, m) <= target
 
     hi = 1.0
     while not ok(hi, "rdp"):
@@ -372,9 +381,11 @@ def calibrate_sigma(target_epsilon: float, delta: float | None = None, sample_ra
         hi, lo = lo, lo / 2.0
         if lo < 1e-6:
             raise ValueError("target epsilon is reached with vanishing noise; check the parameters")
-    _, sigma = bisect_log(ok, lo, hi, rtol / 2)
-    eps = _dpsgd_eps(sigma, q, steps, delta, method, sampler)
-    return Calibration("sigma", sigma, eps, target, delta, evals + 1, details)
+    # (certified epsilon falls smoothly with sigma: interpolation finds the switch in ~6 checks where the
+    # bisection took ~14; the bracket invariant and the stopping rule are the same)
+    _, sigma = illinois_log(eps_at, target, lo, hi, rtol / 2)
+    eps = eps_at(sigma)
+    return Calibration("sigma", sigma, eps, target, delta, evals, details)
 
 
 def max_steps(target_epsilon: float, delta: float | None = None, sigma: float | None = None,
