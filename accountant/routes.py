@@ -167,21 +167,21 @@ class SubsampledGaussianExactRoute:
     def applies(self, ledger: Ledger) -> bool:
         return self._params(ledger) is not None
 
-    def epsilon(self, ledger: Ledger, delta: float, ctx: QueryContext) -> Bracket:
+    def _worst(self, ledger: Ledger, bounds, value: float) -> Bracket:
+        """The worst direction's (lower, upper) from ``bounds(value, mu, q, direction)``; the lower end is
+        the largest of the directions' lower ends (each bounds the worst case from below)."""
         mu, q = self._params(ledger)
-        res = {d: poisson_gaussian_dp.epsilon_bounds(delta, mu, q, d) for d in ("remove", "add")}
+        res = {d: bounds(value, mu, q, d) for d in ("remove", "add")}
         worst = max(res, key=lambda d: res[d][1])
-        lo = min(max(b[0] for b in res.values()), res[worst][1])
         up = res[worst][1]
+        lo = min(max(b[0] for b in res.values()), up)
         return Bracket.exact(up, lo, 0.5 * (lo + up), {"mu": mu, "q": q, "direction": worst})
 
+    def epsilon(self, ledger: Ledger, delta: float, ctx: QueryContext) -> Bracket:
+        return self._worst(ledger, poisson_gaussian_dp.epsilon_bounds, delta)
+
     def delta(self, ledger: Ledger, epsilon: float, ctx: QueryContext) -> Bracket:
-        mu, q = self._params(ledger)
-        res = {d: poisson_gaussian_dp.delta_bounds(epsilon, mu, q, d) for d in ("remove", "add")}
-        worst = max(res, key=lambda d: res[d][1])
-        lo = min(max(b[0] for b in res.values()), res[worst][1])
-        up = res[worst][1]
-        return Bracket.exact(up, lo, 0.5 * (lo + up), {"mu": mu, "q": q, "direction": worst})
+        return self._worst(ledger, poisson_gaussian_dp.delta_bounds, epsilon)
 
 
 class SingleUseExactRoute:
