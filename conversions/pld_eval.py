@@ -1,0 +1,203 @@
+"""Discretised PLD (:mod:`conversions.pld`), part 4: delta_up(eps) / delta_lo(eps) from one composed
+vector (suffix sums), and the certified eps(delta) bracket by bisection.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .pld_fft import _Composed
+from .pld_grid import U
+
+
+@njit(cache=True)
+def _suffix_kernel(nu, fa_blk, fb_blk, fa_in, fb_in, first_blk):  # pragma: no cover - compiled
+    """Suffix sums of a = nu fa, b = nu fb (fa = fa_blk[block] fa_in[offset], 256-entry blocks; blocks
+    below first_blk count as 0) and, per block, the suffix sums of |a| and |b| from that block up.
+    One pass from the top; recursive summation (error <= gamma_N x the sums of moduli)."""
+    n = nu.shape[0]
+    nb = fa_blk.shape[0]
+    ga = np.zeros(n)
+    gb = np.zeros(n)
+    abs_a = np.zeros(nb)
+    abs_b = np.zeros(nb)
+    acc_a = 0.0
+    acc_b = 0.0
+    sa = 0.0
+    sb = 0.0
+    for blk in range(nb - 1, -1, -1):
+        start = blk * 256
+        stop = min(n, start + 256)
+        for i in range(stop - 1, start - 1, -1):
+            if blk >= first_blk:
+                a = nu[i] * (fa_blk[blk] * fa_in[i - start])
+                b = nu[i] * (fb_blk[blk] * fb_in[i - start])
+                acc_a += a
+                acc_b += b
+                sa += abs(a)
+                sb += abs(b)
+            ga[i] = acc_a
+            gb[i] = acc_b
+        abs_a[blk] = sa
+        abs_b[blk] = sb
+    return ga, gb, abs_a, abs_b
+
+
+
+class _Evaluator:
+    """delta_up(eps) and delta_lo(eps) from one composed vector (suffix sums, O(log N) per query).
+
+    With a_s = nu_s e^{-theta (s - r)}, b_s = a_s e^{-(s - r)} (r = eps_ref, a fixed reference):
+    sum_{s > eps} (1 - e^{eps - s}) mu(s) = C e^{-theta r} [A(eps) - e^{eps - r} B(eps)],
+    A, B the suffix sums over s > eps.  Rounding: the exponentials (relative u (|exponent| + 4) each,
+    bounded by the largest exponent), the suffix sums (gamma_N times the sum of moduli).
+    """
+
+    def __init__(self, comp: _Composed, eps_ref: float):
+        self.c = comp
+        n = comp.nu.size
+        s = (comp.first + np.arange(n)) * comp.step  # exact lattice losses
+        self.s = s
+        th = comp.theta
+        if abs(comp.log_c - th * eps_ref) > 300.0:  # keep C e^{-theta r} representable
+            eps_ref = comp.log_c / th
+        self.eps_ref = eps_ref
+        # entries with an exponent above 700 cannot be represented: eps below s_min is not evaluable
+        d0 = float(s[0]) - eps_ref
+        # e^{-c (s - r)} on the lattice as (block factor) x (in-block factor), 256-entry blocks:
+        # 2 exps per block instead of one per entry; each product has relative error <= 3u
+        nb = -(-n // 256)
+        j = np.arange(256) * comp.step
+        blk = np.arange(nb) * (256 * comp.step) + d0
+        bad = np.nonzero(-(th + 1.0) * blk > 700.0)[0]  # blocks whose factor would overflow
+        first_ok = min(n, 256 * (int(bad[-1]) + 1)) if bad.size else 0
+        fa_blk = np.exp(np.minimum(-th * blk, 700.0))
+        fb_blk = np.exp(np.minimum(-(th + 1.0) * blk, 700.0))
+        with np.errstate(under="ignore"):
+            fa_in = np.exp(-th * j)
+            fb_in = np.exp(-(th + 1.0) * j)
+        self.ga, self.gb, abs_a, abs_b = _suffix_kernel(comp.nu, fa_blk, fb_blk, fa_in, fb_in,
+                                                        first_ok // 256)
+        self.abs_a = abs_a * (1.0 + 4.0 * n * U)
+        self.abs_b = abs_b * (1.0 + 4.0 * n * U)
+        smax = float(np.max(np.abs(s))) + abs(eps_ref)
+        self.rel = U * (2 * abs(comp.log_c) + 2 * (th + 1) * smax + 2 * th * abs(eps_ref) + 24.0) + 2 * n * U
+        self.lo_ok = float(s[first_ok]) if first_ok < n else math.inf  # eps >= lo_ok is evaluable
+        self.shift_lo = comp.t_total * comp.step if math.isnan(comp.shift_lo) else comp.shift_lo
+        self.hi_ok = float(s[-1])
+
+    def _core(self, eps: float, upper: bool) -> tuple[float, float]:
+        """(window sum over s > eps of (1 - e^{eps - s}) mu(s), its rounding bound); eps >= lo_ok."""
+        c = self.c
+        k = int(np.searchsorted(self.s, eps, side="right"))  # first s > eps
+        if k >= self.s.size:
+            return 0.0, 0.0
+        lead = c.log_c - c.theta * self.eps_ref
+        if lead > 700:
+            return (math.inf, math.inf) if upper else (0.0, math.inf)
+        scale = math.exp(lead)
+        de = eps - self.eps_ref
+        if de > 700:  # e^{eps - r} B overflows: bound (1 - e^{eps - s}) by 1 (upper) or 0 (lower)
+            val = float(self.ga[k]) if upper else 0.0
+            return val * scale, float(self.abs_a[k // 256]) * self.rel * scale
+        e1 = math.exp(de)
+        val = float(self.ga[k]) - e1 * float(self.gb[k])
+        mag = float(self.abs_a[k // 256]) + e1 * float(self.abs_b[k // 256])
+        return val * scale, (mag * self.rel + 4 * U * abs(val)) * scale
+
+    def _scale(self, eps: float) -> float:
+        """C e^{-theta eps}: converts tilted l1 errors into delta errors at eps."""
+        x = self.c.log_c - self.c.theta * eps
+        return math.exp(x) if x < 700 else math.inf
+
+    def upper(self, eps: float) -> float:
+        c = self.c
+        if c.shift_up > 0:  # mean-preserving rounding: delta <= delta_Y(eps - eta) + beta
+            eps = math.nextafter(eps - c.shift_up, -math.inf)
+        if eps < self.lo_ok:  # mass below the window could lie above eps: nothing certified here
+            return 1.0
+        core, rnd = self._core(eps, True)
+        err = self._scale(eps) * (c.c_model + c.c_fft)
+        out = math.exp(c.log_out_up) if c.log_out_up > -math.inf else 0.0
+        up = c.p_inf_up + max(core, 0.0) + rnd + err + out + c.beta_up
+        return min(1.0, up * (1 + 1e-12) + 1e-300)
+
+    def lower(self, eps: float) -> float:
+        c = self.c
+        # round-up cells: the lower coupling is the same vector shifted by T Delta; mean-preserving
+        # rounding: delta >= delta_Y(eps + eta) - beta.  Round the sum up.
+        e2 = math.nextafter(eps + self.shift_lo, math.inf)
+        floor = -math.expm1(eps) if eps < 0 else 0.0
+        if e2 < self.lo_ok:
+            return max(c.p_inf, floor * (1 - 1e-15))
+        core, rnd = self._core(e2, False)
+        sc = self._scale(e2)
+        junk_hi = math.exp(c.log_junk_hi) if c.log_junk_hi > -math.inf else 0.0
+        below = sc * math.exp(c.log_junk_lo) if c.log_junk_lo > -math.inf else 0.0
+        if c.log_damp > -math.inf:
+            below = min(below, 1.01 * math.exp(c.log_damp))
+        err = sc * (c.c_model + c.c_fft + c.c_cell0 + junk_hi * (1 + 1e-10)) + below * (1 + 1e-10)
+        lo = c.p_inf + core - rnd - err - c.beta_lo
+        lo = lo * (1 - 1e-12) if lo > 0 else lo
+        return max(lo, floor * (1 - 1e-15))
+
+    def evaluable(self, eps: float) -> bool:
+        return self.lo_ok <= eps <= self.hi_ok
+
+def _solve(ev: _Evaluator, delta: float) -> tuple[float, float]:
+    """(lower, upper) eps >= 0 from one evaluator.
+
+    upper: a point with delta_up(upper) <= delta (+inf if none is certified here); delta_up is
+    non-increasing, so the smallest such point is found by bisection.  lower: a point with
+    delta_lo(lower) > delta (0 if none): delta_lo is not monotone (its error terms grow like
+    e^{-theta eps} at small eps), so a grid of 128 points is scanned for the largest such point, then
+    refined by bisection towards the next grid point.  Both functions cost O(log N) per call.
+    """
+    lo_ok = max(ev.lo_ok + ev.c.shift_up * (1 + 1e-12) + 1e-14 * (1 + abs(ev.lo_ok)), 0.0)
+    hi_ok = ev.hi_ok - ev.shift_lo
+
+    def f_up(e):
+        return ev.upper(e) - delta
+
+    def f_lo(e):
+        return ev.lower(e) - delta
+
+    if f_up(0.0) <= 0.0:
+        upper = 0.0
+    elif hi_ok <= lo_ok or f_up(hi_ok) > 0:
+        upper = math.inf
+    elif f_up(lo_ok) <= 0:
+        upper = lo_ok  # certified; the true root may be lower (not evaluable on this window)
+    else:
+        upper = _bisect(f_up, lo_ok, hi_ok, True)
+    lower = 0.0
+    top = min(hi_ok, upper) if math.isfinite(upper) else hi_ok
+    if top > lo_ok:
+        grid = np.linspace(lo_ok, top, 129)
+        vals = np.array([f_lo(float(e)) for e in grid])
+        pos = np.nonzero(vals > 0)[0]
+        if pos.size:
+            i = int(pos[-1])
+            lower = float(grid[i])
+            if i + 1 < grid.size:
+                lower = _bisect(f_lo, lower, float(grid[i + 1]), False)
+    return lower, upper
+
+
+def _bisect(f, a: float, b: float, want_right: bool) -> float:
+    """Bisection keeping f(a) > 0 and f(b) <= 0: returns b (f <= 0) for want_right, else a (f > 0);
+    stops at relative width 1e-12 (the functions are cheap)."""
+    for _ in range(200):
+        m = 0.5 * (a + b)
+        if m <= a or m >= b:
+            break
+        if f(m) > 0:  # want_right: keep f(b) <= 0; else keep f(a) > 0 (strict: delta_lo(a) > delta)
+            a = m
+        else:
+            b = m
+        if b - a <= 1e-12 * max(1.0, abs(b)):
+            break
+    return b if want_right else a

@@ -1,0 +1,326 @@
+"""Discretised PLD (:mod:`conversions.pld`), part 1: argument checks, the lattice, each entry's loss range
+and its rounded step vector (cell masses and error bounds); the grid plan.
+
+The method and its error analysis are in the docstring of :mod:`conversions.pld` and in
+docs/derivations/discretised-pld.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from mechanisms.base import Mechanism
+
+U = 2.0**-53
+_PROBE = 4096
+_BLOCK = 64
+DEFAULT_MAX_POINTS = 1 << 21
+
+
+# ----------------------------------------------------------------------------------------- helpers
+def _check_entries(entries) -> list[tuple[Mechanism, int]]:
+    out = []
+    try:
+        items = list(entries)
+    except TypeError:
+        raise TypeError("entries must be a sequence of (Mechanism, count) pairs") from None
+    for item in items:
+        if not (isinstance(item, tuple | list) and len(item) == 2):
+            raise TypeError(f"entries must hold (Mechanism, count) pairs, got {item!r}")
+        m, k = item
+        if not isinstance(m, Mechanism):
+            raise TypeError(f"entries: expected a Mechanism, got {type(m).__name__}")
+        if isinstance(k, bool) or int(k) != k or int(k) < 0:
+            raise ValueError(f"entries: count must be an integer >= 0, got {k!r}")
+        if int(k) > 0:
+            out.append((m, int(k)))
+    return out
+
+
+def _check_rtol(rtol) -> float:
+    if not (isinstance(rtol, int | float) and 1e-9 <= rtol <= 0.5):
+        raise ValueError(f"rtol must lie in [1e-9, 0.5], got {rtol!r}")
+    return float(rtol)
+
+
+def _check_max_points(n) -> int:
+    if isinstance(n, bool) or int(n) != n or not (1 << 10) <= int(n) <= (1 << 27):
+        raise ValueError(f"max_points must be an integer in [2**10, 2**27], got {n!r}")
+    return int(n)
+
+
+def _lattice_step(target: float) -> float:
+    """Largest c 2^e <= target with c in {1, 1.25, 1.5, 1.75}: i * step is exact for |i| < 2^50."""
+    e = math.floor(math.log2(target))
+    base = 2.0**e
+    for c in (1.75, 1.5, 1.25, 1.0):
+        if c * base <= target:
+            return c * base
+    return base
+
+
+def _masses(mech: Mechanism, edges: np.ndarray, direction: str):
+    res = mech.pld_cell_masses(edges, direction)
+    if res is None:
+        raise ValueError(f"{mech.describe()} has no cell masses (pld_cell_masses returned None)")
+    return _check_masses(mech, edges, *res)
+
+
+def _check_masses(mech: Mechanism, edges: np.ndarray, m, err):
+    m = np.asarray(m, dtype=float)
+    if m.shape != (edges.size + 1,) or not np.all(np.isfinite(m)) or np.any(m < 0):
+        raise ValueError(f"{mech.describe()}: pld_cell_masses returned invalid masses")
+    if np.ndim(err) == 0:
+        err = float(err)
+        if not (math.isfinite(err) and err >= 0):
+            raise ValueError(f"{mech.describe()}: pld_cell_masses returned an invalid error {err!r}")
+    else:
+        err = np.asarray(err, dtype=float)
+        if err.shape != m.shape or not np.all(err >= 0) or not np.all(np.isfinite(err)):
+            raise ValueError(f"{mech.describe()}: pld_cell_masses returned invalid error bounds")
+    return m, err
+
+
+def _lse(logw: np.ndarray) -> float:
+    mx = float(np.max(logw))
+    if mx == -math.inf:
+        return -math.inf
+    return mx + math.log(float(np.sum(np.exp(logw - mx))))
+
+
+def _log_kappa(x: float) -> float:
+    """log of kappa(x) = x^x / (1 + x)^{1 + x}: (1 - e^{-u})_+ <= kappa(x) e^{x u} for x > 0."""
+    return x * math.log(x) - (1.0 + x) * math.log1p(x)
+
+
+# ----------------------------------------------------------------------------------------- ranges
+def _probe_range(mech: Mechanism, direction: str, theta_ref: float, tgt_lo: float,
+                 tgt_hi: float) -> tuple[float, float]:
+    """Losses (lo, hi) for the grid of one entry, from exact cell masses on a 4097-point probe grid
+    (widened by doubling until both tails are small):
+
+    * hi: P(L > hi) <= tgt_hi (that mass goes to +inf in the upper bound: it must be tiny);
+    * lo: P(L <= lo) e^{theta_ref lo} / M(theta_ref) <= tgt_lo -- the mass below lo is moved up to lo
+      in the upper coupling (no error) and dropped in the lower one, where it costs its tilted mass.
+    Only the efficiency depends on these choices, never the soundness.
+    """
+    a, b = -1.0, 1.0
+    for _ in range(80):
+        edges = np.linspace(a, b, _PROBE + 1)
+        m, _ = _masses(mech, edges, direction)
+        with np.errstate(divide="ignore"):
+            logm = _lse(np.log(m[:-1]) + theta_ref * edges)
+        grow_lo = m[0] > 0 and math.log(m[0]) + theta_ref * a - logm > math.log(tgt_lo)
+        grow_hi = m[-1] > tgt_hi
+        if not (grow_lo or grow_hi):
+            break
+        w = b - a
+        if grow_lo:
+            a -= w
+        if grow_hi:
+            b += w
+    else:
+        raise ValueError(f"{mech.describe()}: loss distribution tails too heavy for the PLD route")
+    cdf = np.cumsum(m[:-1])  # P(L <= e_j)
+    with np.errstate(divide="ignore"):
+        tilted = np.log(cdf) + theta_ref * edges - logm
+    sf = np.cumsum(m[::-1])[::-1][1:]  # P(e_j < L < inf)
+    ok_lo = np.nonzero(tilted <= math.log(tgt_lo))[0]
+    j_lo = int(ok_lo[-1]) if ok_lo.size else 0
+    # tilted is not monotone in general: take the last edge below which every edge is fine
+    bad = np.nonzero(tilted[: j_lo + 1] > math.log(tgt_lo))[0]
+    if bad.size:
+        j_lo = max(int(bad[0]) - 1, 0)
+    # at a large theta_ref the tilted law can sit far above the bulk of P (e.g. Poisson-subsampled
+    # losses at small q: P concentrates near log(1 - q) while the tilted mass lives in the far tail);
+    # keep the bulk on the finite cells (lo below the median) so cells 1.. carry mass
+    j_med = int(np.searchsorted(cdf, 0.5, side="left"))  # first edge with P(L <= e_j) >= 1/2
+    j_lo = min(j_lo, max(j_med - 1, 0))
+    j_hi = int(np.searchsorted(-sf, -tgt_hi, side="left"))  # first j with sf <= tgt_hi
+    j_hi = min(max(j_hi, j_lo + 1), edges.size - 1)
+    return float(edges[j_lo]), float(edges[j_hi])
+
+
+# ----------------------------------------------------------------------------------------- steps
+@dataclass(frozen=True)
+class _Step:
+    """One ledger entry on the lattice: cells 0..n-1 at y = (lo + i) Delta, top mass above."""
+
+    k: int
+    p_inf: float
+    lo: int
+    m: np.ndarray
+    err: np.ndarray | float
+    top: float
+    top_err: float
+    m0: float = 0.0  # cell-0 mass + its error bound (the lower bound drops cell 0)
+    # mean-preserving rounding (None: round-up cells): conditional means of D = Y - L per step, in loss
+    # units -- upper: lower bound over cells 0..n-1 (cell 0 as min(D, Delta)); lower: upper bound over
+    # cells 1..n-1; and bounds on the conditional second moments of the cell biases
+    rr: tuple | None = None
+
+    @property
+    def n(self) -> int:
+        return self.m.size
+
+
+def _make_step(mech: Mechanism, k: int, direction: str, step: float, lo: float, hi: float,
+               rr: bool = False) -> _Step:
+    i_lo = math.floor(lo / step)
+    i_hi = max(math.ceil(hi / step), i_lo + 1)
+    if rr:  # rounding to the nearest lattice point: edges y_0, then y_j + Delta/2 (exact floats)
+        n = i_hi - i_lo + 1
+        edges = np.empty(n + 1)
+        edges[0] = i_lo * step
+        edges[1:] = (i_lo + np.arange(n) + 0.5) * step
+    else:
+        edges = np.arange(i_lo, i_hi + 1, dtype=float) * step
+    both = getattr(mech, "pld_cells_and_offsets", None) if rr else None
+    both = both(edges, direction) if both is not None else None
+    if both is not None:
+        m, err = _check_masses(mech, edges, both[0], both[1])
+    else:
+        m, err = _masses(mech, edges, direction)
+    p_inf = mech.infinite_loss_mass
+    if np.ndim(err) == 0:
+        e0, e_top, err_c = float(err), float(err), float(err)
+    else:
+        e0, e_top, err_c = float(err[0]), float(err[-1]), err[:-1]
+    if not rr:
+        return _Step(k, p_inf, i_lo, m[:-1], err_c, float(m[-1]), e_top, float(m[0]) + e0)
+    off = both[2:] if both is not None else mech.pld_cell_offsets(edges, direction)
+    if off is None:
+        raise ValueError(f"{mech.describe()} has no cell offsets (pld_cell_offsets returned None)")
+    rlo, rhi = (np.asarray(a, dtype=float) for a in off)
+    if rlo.shape != m.shape or rhi.shape != m.shape or not (np.all(rlo >= 0) and np.all(rhi <= 1)
+                                                          and np.all(rlo <= rhi)):
+        raise ValueError(f"{mech.describe()}: pld_cell_offsets returned invalid bounds")
+    return _rounded_step(k, p_inf, i_lo, edges, m, err, rlo, rhi, step, e0, e_top)
+
+
+def _rounded_step(k, p_inf, i_lo, edges, m, err, rlo, rhi, step, e0, e_top) -> _Step:
+    """Rounding to the nearest lattice point (see ``_rr_log_tail``).
+
+    Lattice y_j = (i_lo + j) Delta, j = 0..n-1; edges E_0 = y_0, E_j = y_{j-1} + Delta/2 (j = 1..n).  Cell 0
+    (-inf, y_0] and cell 1 (y_0, y_0 + Delta/2] go to y_0, cell j >= 2 to y_{j-1}; the top cell is excluded
+    (upper: +inf, lower: dropped).  Inside cell j (>= 1) D = Y - L lies in an interval of length
+    d_j <= Delta and its conditional mean b_j = (Y_j - E_{j-1}) - r_j d_j is bracketed by the offset bounds
+    r_j in [rlo_j, rhi_j].  Cell 0 has D >= 0 (upper bound only; truncated to [0, Delta/2]).
+    """
+    n = m.size - 2
+    v = m[1:n + 1].copy()
+    v[0] += m[0]
+    if np.ndim(err) == 0:
+        verr = float(err) + 4.0 * U * float(np.sum(v))
+        tot_err = float(err)
+    else:
+        verr = err[1:n + 1] + 4.0 * U * v
+        verr[0] += err[0]
+        tot_err = float(np.sum(err[:-1]))
+    d = np.diff(edges) / step  # cell widths in units of Delta (1/2 for cell 1, else 1)
+    tgt = np.empty(n)  # Y - E_{j-1} for cells j = 1..n, in units of Delta
+    tgt[0] = 0.0
+    tgt[1:] = 0.5
+    b_lo = tgt - rhi[1:n + 1] * d  # cell biases, units of Delta, cells 1..n
+    b_hi = tgt - rlo[1:n + 1] * d
+    b2 = np.maximum(b_lo * b_lo, b_hi * b_hi)
+    w = m[1:n + 1]
+    sw = float(np.sum(w))
+    f1_lo = sw * (1 - 2 * n * U) - tot_err  # bounds on the true mass of cells 1..n
+    f1_hi = sw * (1 + 2 * n * U) + tot_err
+    f0_lo = f1_lo + float(m[0]) * (1 - 2 * U)  # ... and of cells 0..n
+    f0_hi = f1_hi + float(m[0]) * (1 + 2 * U)
+    if f1_lo <= 0:
+        raise ValueError("pld: no mass on the finite cells")
+    # numerators: the masses are known to tot_err in l1 and |b| <= 1/2; float sums add n u sum|w b|
+    rnd = 2 * n * U * sw
+    num_up = float(np.sum(w * b_lo)) - tot_err - rnd  # cell 0 adds E[min(D, Delta/2)] >= 0
+    num_lo = float(np.sum(w * b_hi)) + tot_err + rnd
+    s_b2 = float(np.sum(w * b2)) + tot_err + rnd
+    mu_up = num_up / (f0_lo if num_up < 0 else f0_hi)
+    mu_lo = num_lo / (f1_lo if num_lo > 0 else f1_hi)
+    v2_up = (s_b2 + 0.25 * (float(m[0]) + e0)) / f0_lo
+    v2_lo = s_b2 / f1_lo
+    rr = (mu_up * step, v2_up * step * step, mu_lo * step, v2_lo * step * step)
+    return _Step(k, p_inf, i_lo, v, verr, float(m[-1]), e_top, float(m[0]) + e0, rr)
+
+
+def _rr_log_tail(steps, step: float, eta: float, upper: bool) -> float:
+    """log of a bound on P(sum_j D_j < -eta) (upper) or P(sum_j D_j > eta) (lower), D = Y - L.
+
+    Given its cell i, D = Y - L lies in an interval of length <= Delta (nearest rounding), so Hoeffding's
+    lemma gives E[e^{lam D} | i] <= e^{lam b_i + lam^2 Delta^2 / 8}, and with |b_i| <= Delta,
+    sum_i m_i e^{lam b_i} <= exp(lam mu + lam^2 e^{|lam| Delta} V2 / 2) (mu = E b_I, V2 >= E b_I^2; from
+    e^x <= 1 + x + x^2 e^{|x|} / 2).  Chernoff over the T independent steps (conditional laws on the kept
+    cells): for lam > 0,
+        log P <= -lam (eta +- sum_j k_j mu_j) + lam^2 sum_j k_j (Delta^2/8 + e^{lam Delta} V2_j / 2),
+    minimised over a few lam (each lam gives a valid bound).  Cell 0 (upper) uses min(D, Delta/2) <= D.
+    """
+    if upper:
+        t = eta + sum(st.k * st.rr[0] for st in steps)
+        b = sum(st.k * st.rr[1] for st in steps) / 2.0
+    else:
+        t = eta - sum(st.k * st.rr[2] for st in steps)
+        b = sum(st.k * st.rr[3] for st in steps) / 2.0
+    if t <= 0:
+        return 0.0
+    a = sum(st.k for st in steps) * step * step / 8.0
+    lam0 = t / (2.0 * (a + b))
+    best = 0.0
+    for f in (0.6, 0.8, 0.9, 1.0):
+        lam = lam0 * f
+        best = min(best, -lam * t + lam * lam * (a + math.exp(lam * step) * b))
+    return best * (1 - 1e-12)
+
+
+def _rr_eta(steps, step: float, log_beta: float, upper: bool) -> float:
+    """Smallest eta (on a 1% ladder) with ``_rr_log_tail`` <= log_beta."""
+    if upper:
+        m = sum(st.k * st.rr[0] for st in steps)
+        b = sum(st.k * st.rr[1] for st in steps) / 2.0
+    else:
+        m = -sum(st.k * st.rr[2] for st in steps)
+        b = sum(st.k * st.rr[3] for st in steps) / 2.0
+    a = sum(st.k for st in steps) * step * step / 8.0
+    t = math.sqrt(4.0 * (a + b) * -log_beta)
+    eta = max(t - m, 0.0)
+    for _ in range(200):
+        if _rr_log_tail(steps, step, eta, upper) <= log_beta:
+            return eta
+        eta = eta * 1.01 + 1e-3 * step
+    return math.inf
+
+# ----------------------------------------------------------------------------------------- plan
+@dataclass(frozen=True)
+class _Plan:
+    direction: str
+    step: float
+    steps: tuple
+    capped: bool
+    rr: bool = False
+
+
+def _ranges(entries, direction, rtol, delta_ref, theta_ref):
+    tot = sum(k for _, k in entries)
+    tgt_hi = max(rtol * delta_ref * 1e-2 / tot, 1e-300)
+    tgt_lo = rtol * 1e-4 / tot
+    return [_probe_range(m, direction, theta_ref, tgt_lo, tgt_hi) for m, _ in entries]
+
+
+def _plan(entries, direction: str, width: float, ranges, max_points: int, div: float | None = None,
+          rr: bool = False) -> _Plan:
+    """Grid step Delta = width / div (div = T for round-up cells, ~2 sqrt(T log(1/beta)) for the
+    mean-preserving rounding; rounded down to c 2^e) and the per-entry vectors; the cap raises Delta."""
+    tot = sum(k for _, k in entries)
+    step = _lattice_step(width / (tot if div is None else div))
+    span = max(hi - lo for lo, hi in ranges)
+    capped = False
+    if span / step > max_points:
+        step = _lattice_step(span / max_points)
+        capped = True
+    steps = tuple(_make_step(m, k, direction, step, lo, hi, rr) for (m, k), (lo, hi) in
+                  zip(entries, ranges, strict=True))
+    return _Plan(direction, step, steps, capped, rr)
