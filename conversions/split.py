@@ -42,6 +42,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from mechanisms._numerics import log_expm1_float as _log_expm1
 from mechanisms.base import Mechanism, check_direction
 from mechanisms.subsampled import SubsampledGaussian, SubsampledGaussianPart
 
@@ -108,12 +109,6 @@ def _log_expm1_c(w: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore"):
             out[sm] = np.log(np.hypot(re, im)) + 1j * np.arctan2(im, re)
     return out
-
-
-def _log_expm1(x: float) -> float:
-    if x <= 0.0:
-        return -math.inf
-    return x + math.log1p(-math.exp(-x)) if x > 30.0 else math.log(math.expm1(x))
 
 
 # ------------------------------------------------------------------------------------ the remainder
@@ -238,7 +233,7 @@ def cut_for(m: SubsampledGaussian, ell_cut: float) -> tuple[float, float]:
     ell = max(ell_cut, 1e-300)
     # l(x) = ell  <=>  q e^{y} = e^ell - (1 - q),  y = mu x - mu^2 / 2
     d = ell - l1q  # > 0
-    y = l1q + (d + math.log1p(-math.exp(-d)) if d > 30.0 else math.log(math.expm1(d))) - lq
+    y = l1q + _log_expm1(d) - lq
     x = y / mu + mu / 2.0
     x = min(max(x, -30.0), 60.0 + mu)
     return x, min(0.5, 0.5 / max(1.0, abs(x)))

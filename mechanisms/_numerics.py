@@ -84,6 +84,14 @@ def log_expm1(x: np.ndarray) -> np.ndarray:
     return out
 
 
+def log_expm1_float(x: float) -> float:
+    """log(e^x - 1) for a Python float x > 0 (-inf for x <= 0): the same formula as
+    :func:`log_expm1_scalar`, evaluated by the ``math`` module (no compiled dispatch)."""
+    if x <= 0.0:
+        return -math.inf
+    return x + math.log1p(-math.exp(-x)) if x > 30.0 else math.log(math.expm1(x))
+
+
 @njit(cache=True)
 def log_expm1_scalar(x: float) -> float:
     """log(e^x - 1) for x > 0 (-inf for x <= 0), compiled: x + log1p(-e^{-x}) above 30, else log(expm1(x))."""

@@ -18,19 +18,12 @@ import math
 import numpy as np
 from numba import njit
 
+from ._numerics import log_expm1_scalar as _log_expm1
+
 LOG3 = math.log(3.0)
 
 #: options of kernels called only from other kernels: no CPython wrapper to compile
 _HELPER = {"cache": True, "no_cpython_wrapper": True}
-
-
-@njit(**_HELPER)
-def _log_expm1(x):  # pragma: no cover - compiled
-    if x <= 0.0:
-        return -np.inf
-    if x > 30.0:
-        return x + math.log1p(-math.exp(-x))
-    return math.log(math.expm1(x))
 
 
 @njit(**_HELPER)
@@ -50,8 +43,9 @@ def poisson_rdp_int(alphas, q, kv, mode):  # pragma: no cover - compiled
     """eps_sub(alpha) for integer orders ``alphas`` (int64 array, each >= 2).
 
     kv[l] = K(l) = (l - 1) eps_base(l) for l = 0..max(alphas) (kv[0] = kv[1] = 0).
-    mode 0: tight L(alpha) (spec 01 R6/R7); mode 1: general G(alpha) (spec 01 R5).
-    Uses the expm1 form of spec 01 section 3.2: all summands non-negative, full relative accuracy.
+    mode 0: tight L(alpha) (Zhu 2023 thesis Thm 2.3.4, = Zhu & Wang 2019); mode 1: general G(alpha)
+    (thesis Thm 2.3.1).  Uses the expm1 form (docs/derivations/subsampling.md section 1): all summands
+    non-negative, full relative accuracy.
     """
     out = np.empty(alphas.shape[0])
     lq = math.log(q)
@@ -204,6 +198,17 @@ def _weighted_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span):  # prag
     return fmax, a, b
 
 
+@njit(**_HELPER)
+def _search_range(wr, q, mu, lq, l1q, span):  # pragma: no cover - compiled
+    """Where the window search for the integrand exp(-x^2/2 + wr l(x)) looks: around the add peak for
+    wr <= 0 (the exponent is concave with curvature <= -1), else [-(14 + wr mu), 14 + wr mu + mu]."""
+    if wr <= 0.0:
+        xp = _add_peak(-wr, q, mu, lq, l1q)
+        return xp - 14.0 - math.sqrt(2.0 * span), xp + 14.0 + math.sqrt(2.0 * span)
+    reach = 14.0 + abs(wr) * mu
+    return -reach, reach + mu
+
+
 @njit(cache=True)
 def sg_log_mgf(s_re, s_im, q, mu, add, dx_max, span, xcut, tau, part, out_re, out_im):
     # pragma: no cover - compiled
@@ -234,14 +239,7 @@ def sg_log_mgf(s_re, s_im, q, mu, add, dx_max, span, xcut, tau, part, out_re, ou
             wi = s_im[j]
         # locate the maximum of the real exponent -x^2/2 + wr l(x) on a coarse grid (add with wr <= 0:
         # the exponent is concave with curvature <= -1, so a window around its peak suffices)
-        if wr <= 0.0:
-            xp = _add_peak(-wr, q, mu, lq, l1q)
-            lo = xp - 14.0 - math.sqrt(2.0 * span)
-            hi = xp + 14.0 + math.sqrt(2.0 * span)
-        else:
-            reach = 14.0 + abs(wr) * mu
-            lo = -reach
-            hi = reach + mu
+        lo, hi = _search_range(wr, q, mu, lq, l1q, span)
         if part >= 0:
             fmax, a, b = _weighted_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span)
         else:
@@ -620,14 +618,7 @@ def sg_part_line_log_mgf(c, ts, q, mu, add, dx_max, span, xcut, tau, part):  # p
     half_log_2pi = 0.5 * math.log(2.0 * math.pi)
     sgn = -1.0 if add else 1.0
     wr = -c if add else c + 1.0
-    if wr <= 0.0:
-        xp = _add_peak(-wr, q, mu, lq, l1q)
-        lo = xp - 14.0 - math.sqrt(2.0 * span)
-        hi = xp + 14.0 + math.sqrt(2.0 * span)
-    else:
-        reach = 14.0 + abs(wr) * mu
-        lo = -reach
-        hi = reach + mu
+    lo, hi = _search_range(wr, q, mu, lq, l1q, span)
     fmax, a, b = _weighted_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span)
     blk = 64
     for start in range(0, n, blk):

@@ -1,20 +1,22 @@
 """Poisson subsampling (add/remove relation): the subsampled Gaussian and a general RDP transform.
 
 Poisson sampling keeps each record independently with probability q (``sample_rate``).  All results
-here hold for the add/remove relation only (spec 01 section 1.3); sampling without replacement with a
+here hold for the add/remove relation only (Zhu & Wang 2019); sampling without replacement with a
 fixed batch size is a different mechanism (replace-one relation) and is not covered by these formulas
 (see :mod:`mechanisms.without_replacement` for its (eps, delta)-level amplification).
 
 SubsampledGaussian(sigma, sample_rate, sensitivity)
     One DP-SGD step with noise multiplier sigma / sensitivity.  With mu = sensitivity / sigma:
 
-    * RDP (spec 01 R7, Thm 2.3.4 of Zhu's thesis; exact for integer alpha >= 2, the tight bound):
+    * RDP (Zhu & Wang 2019 = Thm 2.3.4 of Zhu's 2023 thesis; Mironov, Talwar & Zhang 2019; exact for
+      integer alpha >= 2, the tight bound):
           eps(alpha) = log sum_{l=0}^{alpha} C(alpha,l) (1-q)^{alpha-l} q^l e^{l(l-1) mu^2/2} / (alpha - 1),
-      evaluated in the all-positive expm1 form (spec 01 section 3.2) in log space, stable for alpha up to
-      1e5 and q down to 1e-12.  This is the remove direction, which dominates add for the Gaussian at
-      every order (spec 01 R7/R13, checked by quadrature in the tests).  Fractional alpha: linear
-      interpolation of the CGF (alpha - 1) eps(alpha) between integers (spec 01 R10) -- an upper bound.
-    * Dominating pairs (spec 02 section 1.8): remove ((1-q) N(0,1) + q N(mu,1), N(0,1)); add is the swap.
+      evaluated in the all-positive expm1 form (docs/derivations/subsampling.md) in log space, stable
+      for alpha up to 1e5 and q down to 1e-12.  This is the remove direction, which dominates add for
+      the Gaussian at every order (Mironov, Talwar & Zhang 2019; checked by quadrature in the tests).
+      Fractional alpha: linear interpolation of the convex CGF (alpha - 1) eps(alpha) between integers
+      -- an upper bound.
+    * Dominating pairs (Zhu, Dong & Wang 2022): remove ((1-q) N(0,1) + q N(mu,1), N(0,1)); add is the swap.
       Both are tight.  log M(s) has no closed form: it is computed by a trapezoid rule in the output
       variable x (geometric convergence, the integrand being analytic in |Im x| < pi / mu), with a
       declared error of ``log_mgf_error`` relative to M(Re s), validated against mpmath in the tests.
@@ -25,7 +27,7 @@ SubsampledGaussian(sigma, sample_rate, sensitivity)
     * Total variation (delta(0) of both pairs): q erf(mu / (2 sqrt 2)), exact.
 
 PoissonSubsampled(base, sample_rate)
-    Any mechanism with an RDP curve (no infinite-loss mass).  Integer alpha (spec 01):
+    Any mechanism with an RDP curve (no infinite-loss mass).  Integer alpha (Zhu & Wang 2019):
     tight L(alpha) when ``base.poisson_tight`` (Gaussian, Laplace: Thm 2.3.4), otherwise
     min{G(alpha) (Thm 2.3.1), max(L(alpha), -log(1-q)) (R11.3)}; then the caps min with eps_base(alpha)
     (R11.1) and the pure-DP amplification log(1 + q(e^{eps_inf} - 1)) (R11.2, Lemma 2.2.2).  Upper bounds.
@@ -39,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import validation as V
+from ._numerics import log_expm1_float
 from ._poisson_kernels import (
     _add_peak,
     poisson_rdp_int,
@@ -101,7 +104,7 @@ def _x_of_loss(ell: float, q: float, mu: float) -> float:
     d = ell - l1q
     if not d > 0.0:
         return -math.inf
-    y = l1q + (d + math.log1p(-math.exp(-d)) if d > 30.0 else math.log(math.expm1(d))) - math.log(q)
+    y = l1q + log_expm1_float(d) - math.log(q)
     return y / mu + mu / 2.0
 
 
@@ -832,7 +835,7 @@ class PoissonSubsampled(Mechanism):
 @register
 @dataclass(frozen=True)
 class SubsampledLaplace(Mechanism):
-    """Poisson-subsampled Laplace mechanism (add/remove), with both dominating pairs (spec 02 section 2.7).
+    """Poisson-subsampled Laplace mechanism (add/remove), with both dominating pairs (Zhu, Dong & Wang 2022).
 
     With a = sensitivity / scale and r(x) = e^{(2x - 1) a} the likelihood ratio of Lap(1) to Lap(0) in
     units of the sensitivity (clipped to [e^{-a}, e^{a}]), the remove pair is
