@@ -4,53 +4,35 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
 
-from conversions import contour, rdp_to_dp
+from conversions import contour
 from conversions.bracket import Bracket
 from mechanisms import validation as V
 from mechanisms.base import RELATIONS, Mechanism
 
 from . import routes
-from ._search import largest_count
+from .budget import BudgetExceeded, PrivacyBudget, check_budget
 from .certificate import Certificate
 from .ledger import Ledger
+from .route_choice import (  # noqa: F401 (the auto rules, also read by tests and reports)
+    AUTO_SKIP_ATOL_DELTA,
+    AUTO_SKIP_RTOL,
+    AUTO_WORK_LIMIT,
+    DEFER_ATOL_EPS,
+    DEFER_RTOL,
+    DEFERRED_WORK_LIMIT,
+    select,
+)
 from .state import atomic_write_text, dump_state, load_state
 
 #: The built-in ``method=`` values; routes registered later (:func:`accountant.routes.register_route`)
 #: are accepted too.
 METHODS = routes.methods()
-# "auto" stops evaluating routes once the best certified bound is within this relative distance of a
-# certified lower bound on the truth: no valid bound from another route can be smaller than that
-# lower bound, so the remaining routes could improve the answer by less than this fraction.
-AUTO_SKIP_RTOL = 1e-6
-# ... or, for a delta query, within this absolute distance (the smallest normal float: below it a float
-# has no relative accuracy left to improve); a route with a coarser resolution of its own
-# (``auto_skip_rtol``, e.g. the discretised PLD's 1e-3) is skipped within that relative distance
-AUTO_SKIP_ATOL_DELTA = sys.float_info.min
-# work limit of the contour route under "auto" (~2-4 s; explicit method="cf" gets the route's default)
-AUTO_WORK_LIMIT = 2.5e7
-# a route that deferred itself (its plan predicted a capped contour) is re-run only if the bracket of the
-# routes after it is wider than this (relative) or, for an epsilon query, than DEFER_ATOL_EPS
-DEFER_RTOL = 1e-3
-DEFER_ATOL_EPS = 1e-4
-# ... and then with this work limit: the routes after it left a wide bracket, so the near-atomic split
-# gets the room it needs for few steps at tiny delta (q = 1e-3, sigma = 2, T = 10, delta = 1e-10: the
-# remove direction's split uses 3.1e7 units, ~1 s, and narrows [0.0139, 0.0156] to 1e-3 relative)
-DEFERRED_WORK_LIMIT = 5e7
 # composition order kept for report(): at most this many runs (a run = consecutive uses of one mechanism)
 MAX_HISTORY_RUNS = 100_000
-# budget allowance search: from the RDP-certified count, at most this many doublings, then an exact
-# bisection (a few tight queries once, then O(1) checks); the RDP head start uses these orders
-_ALLOWANCE_DOUBLINGS = 16
-_ALLOWANCE_ORDERS = np.concatenate([1.0 + np.geomspace(1e-3, 0.9, 12), np.arange(2.0, 65.0),
-                                    np.array([80.0, 96.0, 128.0, 192.0, 256.0])])
-
-
 class VacuousBoundWarning(UserWarning):
     """A certificate is trivial (epsilon = inf or delta = 1) because a mechanism has no finite bound."""
 
@@ -59,29 +41,9 @@ class NumericalRangeError(ValueError, FloatingPointError):
     """A query whose computation leaves the float range (extreme parameters): no certificate is given."""
 
 
-class BudgetExceeded(RuntimeError):
-    """Raised when a composition would exceed the accountant's privacy budget (nothing is recorded)."""
-
-
 class AccuracyWarning(UserWarning):
     """A certificate is valid but looser than requested (e.g. a route reached its per-query work limit);
     the reason is in ``certificate.details["warning"]``."""
-
-
-@dataclass(frozen=True)
-class PrivacyBudget:
-    """A target (epsilon, delta): a filter that refuses any composition that would exceed it.
-
-    The check uses the certified epsilon (an upper bound), so an accepted composition is guaranteed
-    to be (epsilon, delta)-DP.
-    """
-
-    epsilon: float
-    delta: float
-
-    def __post_init__(self):
-        object.__setattr__(self, "epsilon", V.real("budget epsilon", self.epsilon, low=0.0))
-        object.__setattr__(self, "delta", V.delta(self.delta, "budget delta"))
 
 
 class PrivacyAccountant:
@@ -247,84 +209,9 @@ class PrivacyAccountant:
         self._allowance = {mechanism: left} if left > 0 else {}
 
     def _check_budget(self, mechanism: Mechanism, times: int) -> None:
-        """Raise :class:`BudgetExceeded` unless ``times`` more uses of ``mechanism`` fit the budget.
-
-        Sound and cheap in training loops: the true epsilon of a composition never decreases when
-        mechanisms are added (dropping outputs is post-processing), so once the ledger plus ``n`` uses of
-        ``mechanism`` is certified within the budget, any ``times <= n`` is within it too.  The first
-        accepted check therefore also certifies a larger count (RDP head start, doubling, then an
-        interpolation search: a few tight queries); later checks of the same mechanism only compare with
-        that allowance (O(1)).
-        """
-        if self._allowance.get(mechanism, 0) >= times:
-            return
-        budget = self.budget
-        assert budget is not None
-
-        def eps_at(n: int) -> float:
-            return self._copy_with(mechanism, n).epsilon(budget.delta)
-
-        # a cheap certified head start: counts that fit under the RDP bound (an upper bound of the
-        # tight route's epsilon, hence of the truth) fit for sure
-        good, e_good = self._rdp_allowance(mechanism), None
-        if good < times:
-            e_good = eps_at(times)
-            if e_good > budget.epsilon:
-                raise BudgetExceeded(
-                    f"composing {times} x {mechanism.describe()} would give epsilon {e_good:.6g} > budget "
-                    f"{budget.epsilon:.6g} at delta {budget.delta:.3g}; nothing recorded")
-            good = times
-        bad = e_bad = None
-        for _ in range(_ALLOWANCE_DOUBLINGS):
-            e = eps_at(2 * good)
-            if e <= budget.epsilon:
-                good, e_good = 2 * good, e
-            else:
-                bad, e_bad = 2 * good, e
-                break
-        # largest certified count in (good, bad): interpolation steps on eps(n) (smooth in n), with a
-        # bisection whenever an interpolation step fails to halve the interval
-        stalled = 0
-        while bad is not None and bad - good > 1:
-            mid = (good + bad) // 2
-            if stalled < 2 and e_good is not None and math.isfinite(e_bad) and e_bad > e_good:
-                frac = (budget.epsilon - e_good) / (e_bad - e_good)
-                mid = min(max(good + int(round(frac * (bad - good))), good + 1), bad - 1)
-            width = bad - good
-            e = eps_at(mid)
-            if e <= budget.epsilon:
-                good, e_good = mid, e
-            else:
-                bad, e_bad = mid, e
-            stalled = stalled + 1 if (bad - good) > width // 2 else 0
-        self._allowance = {mechanism: good}
-
-    def _rdp_allowance(self, mechanism: Mechanism) -> int:
-        """Largest n with RDP-certified epsilon(ledger + n x mechanism) <= budget (0 if none or unknown).
-
-        The improved conversion (Balle et al. 2020, Thm 21) on a fixed order grid, with a float margin of
-        1e-10 (1 + |eps|); the composed curve is linear in n, so this is a cheap bisection.
-        """
-        budget = self.budget
-        if budget is None or self._ledger.infinite_loss_mass > 0 or mechanism.infinite_loss_mass > 0:
-            return 0
-        alphas = _ALLOWANCE_ORDERS
-        try:
-            base = np.asarray(self._ledger.rdp(alphas), dtype=float)
-            per = np.asarray(mechanism.rdp(alphas), dtype=float)
-        except (ValueError, TypeError, ArithmeticError):
-            return 0
-        term = rdp_to_dp.eps_at_orders(alphas, np.zeros_like(alphas), budget.delta)
-        def fits(n: int) -> bool:
-            with np.errstate(invalid="ignore", over="ignore"):
-                v = base + n * per + term
-            v = v[np.isfinite(v)]
-            if not v.size:
-                return False
-            e = float(v.min())
-            return e + 1e-10 * (1.0 + abs(e)) <= budget.epsilon  # float slack of the summed curve
-
-        return largest_count(fits, V.MAX_COUNT)
+        """Raise :class:`BudgetExceeded` unless ``times`` more uses of ``mechanism`` fit the budget
+        (:func:`accountant.budget.check_budget`)."""
+        check_budget(self, mechanism, times)
 
     def _copy_with(self, mechanism: Mechanism, times: int) -> PrivacyAccountant:
         trial = PrivacyAccountant(self.relation, self.rtol)
@@ -429,138 +316,8 @@ class PrivacyAccountant:
 
     def _select(self, method: str, query: str, value: float,
                 compare: bool = False) -> tuple[str, Bracket, dict]:
-        """Evaluate ``method`` (or, for "auto", the applicable routes) and pick the smallest bound.
-
-        "auto" walks :data:`accountant.routes.ROUTES` (exact, cf, pld, rdp) and stops once the best
-        bound is within ``AUTO_SKIP_RTOL`` of the best certified lower bound (every valid bound is at
-        least that lower bound, so no later route can do better by more; for delta also within
-        ``AUTO_SKIP_ATOL_DELTA``, the smallest normal float; a route with a coarser resolution of its own,
-        ``auto_skip_rtol`` (the discretised PLD: 1e-3), is skipped within that, and
-        ``details["skip_reasons"]`` says so).  A numerical route whose plan
-        predicts a slow, wide answer defers to the next one and is re-run (with bounded work) only if the
-        bracket is then still wider than ``DEFER_RTOL``; a route that fails on the query leaves it to
-        the others (both noted in ``details["route_notes"]``).  ``compare=True`` evaluates all.
-        """
-        valid = routes.methods()
-        if method not in valid:
-            raise ValueError(f"method must be one of {valid}, got {method!r}")
-        ctx = routes.QueryContext(self.rtol, self._cache)
-
-        def run(route: routes.Route) -> Bracket:
-            if not self._ledger:
-                return routes.empty_ledger_bracket(query, value)
-            fn = route.epsilon if query == "epsilon" else route.delta
-            return fn(self._ledger, value, ctx)
-
-        if method != "auto":
-            if not self._ledger:
-                return method, routes.empty_ledger_bracket(query, value), {}
-            chosen = run(self._route_by_name(method))
-            if chosen.lower is None:
-                att = self._attained_lower(query, value)
-                if att is not None:
-                    chosen = chosen.with_lower(min(att, chosen.upper))
-            if not compare:
-                return method, chosen, {}
-            # compare with a fixed method: every applicable route is evaluated and listed, the
-            # certificate stays the requested method's
-            cands = {method: chosen.upper}
-            for route in routes.applicable(self._ledger):
-                if route.name not in cands and route.name not in routes.AUTO_EXCLUDED:
-                    try:
-                        cands[route.name] = run(route).upper
-                    except (routes.RouteUnavailable, ValueError, ArithmeticError):
-                        continue
-            return method, chosen, cands
-        ctx.work_limit = AUTO_WORK_LIMIT  # auto has other routes to fall back on: a tighter limit
-        results: dict[str, Bracket] = {}
-        skipped: list[str] = []
-        reasons: list[str] = []  # (for skips other than the AUTO_SKIP_RTOL rule)
-        notes: list[str] = []
-        lower = None
-        queue = [(r, False) for r in routes.applicable(self._ledger) if r.name not in routes.AUTO_EXCLUDED]
-        while queue:
-            route, was_deferred = queue.pop(0)
-            best_val = min((r.upper for r in results.values()), default=math.inf)
-            if was_deferred and not compare and lower is not None and math.isfinite(best_val):
-                # its plan predicted a capped contour: re-run it (bounded work) only if the routes after it
-                # left the bracket wider than the target width
-                tol = max(DEFER_RTOL * abs(best_val), DEFER_ATOL_EPS if query == "epsilon" else 0.0)
-                if best_val - lower <= tol:
-                    skipped.append(route.name)
-                    continue
-            if results and not compare and lower is not None and math.isfinite(best_val):
-                # no valid bound is below ``lower``: a later route can improve the answer by at most the
-                # bracket's width; a route whose own bracket is ``auto_skip_rtol`` wide cannot be expected
-                # to improve a narrower one, and below the smallest normal float a delta has nothing left
-                gap = best_val - lower
-                own_rtol = getattr(route, "auto_skip_rtol", 0.0)
-                atol = AUTO_SKIP_ATOL_DELTA if query == "delta" else 0.0
-                if gap <= max(AUTO_SKIP_RTOL * abs(best_val), atol):
-                    skipped.append(route.name)
-                    if gap > AUTO_SKIP_RTOL * abs(best_val):
-                        reasons.append(f"{route.name}: the bracket is below the smallest normal float")
-                    continue
-                if gap <= own_rtol * abs(best_val):
-                    skipped.append(route.name)
-                    reasons.append(f"{route.name}: the bracket is narrower than the route's resolution "
-                                   f"(relative {own_rtol:g})")
-                    continue
-            if not compare and math.isfinite(results["exact"].upper if "exact" in results else math.inf) \
-                    and getattr(route, "numerical", False):
-                # the numerical routes evaluate the same dominating pairs as the closed form (which has no
-                # lower bound only because the pairs are not attained, e.g. GNMax): they cannot beat it
-                skipped.append(route.name)
-                continue
-            # a route that predicts an expensive, wide answer gives way to the next one, and is run in
-            # full afterwards only if the bracket is still wider than the target
-            ctx.skip_if_capped = (not compare and not was_deferred
-                                  and any(getattr(r, "numerical", False) for r, _ in queue))
-            ctx.work_limit = DEFERRED_WORK_LIMIT if was_deferred else AUTO_WORK_LIMIT
-            try:
-                r = results[route.name] = run(route)
-            except routes.RouteDeferred as exc:
-                notes.append(f"{route.name} deferred ({exc})")
-                queue.insert(min(1, len(queue)), (route, True))
-                continue
-            except routes.RouteUnavailable as exc:
-                notes.append(f"{route.name} unavailable ({exc})")
-                continue
-            except (ValueError, ArithmeticError) as exc:
-                # a numerical route that cannot handle this query leaves the answer to the others (the
-                # error is kept in the notes; with no route left the query fails below)
-                if route.name == "rdp" and not results:
-                    raise
-                notes.append(f"{route.name} failed ({type(exc).__name__}: {exc})")
-                continue
-            finally:
-                ctx.skip_if_capped = False
-            if r.lower is not None:
-                lower = r.lower if lower is None else max(lower, r.lower)
-        if not results:
-            results["rdp"] = run(self._route_by_name("rdp"))
-        best_val = min(r.upper for r in results.values())
-        if lower is None or not best_val - lower <= AUTO_SKIP_RTOL * abs(best_val):
-            # the routes left a gap: a cheap post-processing statistic may certify a better lower bound
-            stat = routes.statistic_lower(self._ledger, query, value)
-            if stat is not None and (lower is None or stat > lower):
-                lower = min(stat, best_val)
-                notes.append("lower bound from the max/sum statistic of the outputs")
-        if lower is None:
-            att = self._attained_lower(query, value)
-            if att is not None:
-                lower = min(att, best_val)
-                notes.append("lower bound from explicit neighbouring datasets (attained pairs)")
-        best = min(results, key=lambda m: results[m].upper)
-        chosen = results[best]
-        if skipped:
-            chosen = chosen.with_details(skipped_routes=",".join(skipped))
-        if reasons:
-            chosen = chosen.with_details(skip_reasons="; ".join(reasons))
-        if notes:
-            chosen = chosen.with_details(route_notes="; ".join(notes))
-        chosen = chosen.with_lower(lower if lower is not None else chosen.lower)
-        return best, chosen, {m: r.upper for m, r in results.items()}
+        """The certified answer of a query by ``method`` (:func:`accountant.route_choice.select`)."""
+        return select(self, method, query, value, compare)
 
     def _attained_lower(self, query: str, value: float) -> float | None:
         """Certified lower bound from the entries' attained pairs (:mod:`accountant.attained`), cached."""

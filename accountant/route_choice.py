@@ -1,0 +1,172 @@
+"""How ``method="auto"`` (and a named method) picks the certified answer of a query: the routes in
+:data:`accountant.routes.ROUTES` order, skip rules, deferral of a numerical route whose plan predicts a
+slow and wide answer, and the best certified lower bound (routes, post-processing statistics, attained
+pairs)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import TYPE_CHECKING
+
+from conversions.bracket import Bracket
+
+from . import routes
+
+if TYPE_CHECKING:  # annotations only (privacy_accountant imports this module)
+    from .privacy_accountant import PrivacyAccountant
+
+# "auto" stops evaluating routes once the best certified bound is within this relative distance of a
+# certified lower bound on the truth: no valid bound from another route can be smaller than that
+# lower bound, so the remaining routes could improve the answer by less than this fraction.
+AUTO_SKIP_RTOL = 1e-6
+# ... or, for a delta query, within this absolute distance (the smallest normal float: below it a float
+# has no relative accuracy left to improve); a route with a coarser resolution of its own
+# (``auto_skip_rtol``, e.g. the discretised PLD's 1e-3) is skipped within that relative distance
+AUTO_SKIP_ATOL_DELTA = sys.float_info.min
+# work limit of the contour route under "auto" (~2-4 s; explicit method="cf" gets the route's default)
+AUTO_WORK_LIMIT = 2.5e7
+# a route that deferred itself (its plan predicted a capped contour) is re-run only if the bracket of the
+# routes after it is wider than this (relative) or, for an epsilon query, than DEFER_ATOL_EPS
+DEFER_RTOL = 1e-3
+DEFER_ATOL_EPS = 1e-4
+# ... and then with this work limit: the routes after it left a wide bracket, so the near-atomic split
+# gets the room it needs for few steps at tiny delta (q = 1e-3, sigma = 2, T = 10, delta = 1e-10: the
+# remove direction's split uses 3.1e7 units, ~1 s, and narrows [0.0139, 0.0156] to 1e-3 relative)
+DEFERRED_WORK_LIMIT = 5e7
+
+
+def select(acct: PrivacyAccountant, method: str, query: str, value: float,
+           compare: bool = False) -> tuple[str, Bracket, dict]:
+    """Evaluate ``method`` (or, for "auto", the applicable routes) and pick the smallest bound.
+
+    "auto" walks :data:`accountant.routes.ROUTES` (exact, cf, pld, rdp) and stops once the best
+    bound is within ``AUTO_SKIP_RTOL`` of the best certified lower bound (every valid bound is at
+    least that lower bound, so no later route can do better by more; for delta also within
+    ``AUTO_SKIP_ATOL_DELTA``, the smallest normal float; a route with a coarser resolution of its own,
+    ``auto_skip_rtol`` (the discretised PLD: 1e-3), is skipped within that, and
+    ``details["skip_reasons"]`` says so).  A numerical route whose plan
+    predicts a slow, wide answer defers to the next one and is re-run (with bounded work) only if the
+    bracket is then still wider than ``DEFER_RTOL``; a route that fails on the query leaves it to
+    the others (both noted in ``details["route_notes"]``).  ``compare=True`` evaluates all.
+    """
+    valid = routes.methods()
+    if method not in valid:
+        raise ValueError(f"method must be one of {valid}, got {method!r}")
+    ctx = routes.QueryContext(acct.rtol, acct._cache)
+
+    def run(route: routes.Route) -> Bracket:
+        if not acct._ledger:
+            return routes.empty_ledger_bracket(query, value)
+        fn = route.epsilon if query == "epsilon" else route.delta
+        return fn(acct._ledger, value, ctx)
+
+    if method != "auto":
+        if not acct._ledger:
+            return method, routes.empty_ledger_bracket(query, value), {}
+        chosen = run(acct._route_by_name(method))
+        if chosen.lower is None:
+            att = acct._attained_lower(query, value)
+            if att is not None:
+                chosen = chosen.with_lower(min(att, chosen.upper))
+        if not compare:
+            return method, chosen, {}
+        # compare with a fixed method: every applicable route is evaluated and listed, the
+        # certificate stays the requested method's
+        cands = {method: chosen.upper}
+        for route in routes.applicable(acct._ledger):
+            if route.name not in cands and route.name not in routes.AUTO_EXCLUDED:
+                try:
+                    cands[route.name] = run(route).upper
+                except (routes.RouteUnavailable, ValueError, ArithmeticError):
+                    continue
+        return method, chosen, cands
+    ctx.work_limit = AUTO_WORK_LIMIT  # auto has other routes to fall back on: a tighter limit
+    results: dict[str, Bracket] = {}
+    skipped: list[str] = []
+    reasons: list[str] = []  # (for skips other than the AUTO_SKIP_RTOL rule)
+    notes: list[str] = []
+    lower = None
+    queue = [(r, False) for r in routes.applicable(acct._ledger) if r.name not in routes.AUTO_EXCLUDED]
+    while queue:
+        route, was_deferred = queue.pop(0)
+        best_val = min((r.upper for r in results.values()), default=math.inf)
+        if was_deferred and not compare and lower is not None and math.isfinite(best_val):
+            # its plan predicted a capped contour: re-run it (bounded work) only if the routes after it
+            # left the bracket wider than the target width
+            tol = max(DEFER_RTOL * abs(best_val), DEFER_ATOL_EPS if query == "epsilon" else 0.0)
+            if best_val - lower <= tol:
+                skipped.append(route.name)
+                continue
+        if results and not compare and lower is not None and math.isfinite(best_val):
+            # no valid bound is below ``lower``: a later route can improve the answer by at most the
+            # bracket's width; a route whose own bracket is ``auto_skip_rtol`` wide cannot be expected
+            # to improve a narrower one, and below the smallest normal float a delta has nothing left
+            gap = best_val - lower
+            own_rtol = getattr(route, "auto_skip_rtol", 0.0)
+            atol = AUTO_SKIP_ATOL_DELTA if query == "delta" else 0.0
+            if gap <= max(AUTO_SKIP_RTOL * abs(best_val), atol):
+                skipped.append(route.name)
+                if gap > AUTO_SKIP_RTOL * abs(best_val):
+                    reasons.append(f"{route.name}: the bracket is below the smallest normal float")
+                continue
+            if gap <= own_rtol * abs(best_val):
+                skipped.append(route.name)
+                reasons.append(f"{route.name}: the bracket is narrower than the route's resolution "
+                               f"(relative {own_rtol:g})")
+                continue
+        if not compare and math.isfinite(results["exact"].upper if "exact" in results else math.inf) \
+                and getattr(route, "numerical", False):
+            # the numerical routes evaluate the same dominating pairs as the closed form (which has no
+            # lower bound only because the pairs are not attained, e.g. GNMax): they cannot beat it
+            skipped.append(route.name)
+            continue
+        # a route that predicts an expensive, wide answer gives way to the next one, and is run in
+        # full afterwards only if the bracket is still wider than the target
+        ctx.skip_if_capped = (not compare and not was_deferred
+                              and any(getattr(r, "numerical", False) for r, _ in queue))
+        ctx.work_limit = DEFERRED_WORK_LIMIT if was_deferred else AUTO_WORK_LIMIT
+        try:
+            r = results[route.name] = run(route)
+        except routes.RouteDeferred as exc:
+            notes.append(f"{route.name} deferred ({exc})")
+            queue.insert(min(1, len(queue)), (route, True))
+            continue
+        except routes.RouteUnavailable as exc:
+            notes.append(f"{route.name} unavailable ({exc})")
+            continue
+        except (ValueError, ArithmeticError) as exc:
+            # a numerical route that cannot handle this query leaves the answer to the others (the
+            # error is kept in the notes; with no route left the query fails below)
+            if route.name == "rdp" and not results:
+                raise
+            notes.append(f"{route.name} failed ({type(exc).__name__}: {exc})")
+            continue
+        finally:
+            ctx.skip_if_capped = False
+        if r.lower is not None:
+            lower = r.lower if lower is None else max(lower, r.lower)
+    if not results:
+        results["rdp"] = run(acct._route_by_name("rdp"))
+    best_val = min(r.upper for r in results.values())
+    if lower is None or not best_val - lower <= AUTO_SKIP_RTOL * abs(best_val):
+        # the routes left a gap: a cheap post-processing statistic may certify a better lower bound
+        stat = routes.statistic_lower(acct._ledger, query, value)
+        if stat is not None and (lower is None or stat > lower):
+            lower = min(stat, best_val)
+            notes.append("lower bound from the max/sum statistic of the outputs")
+    if lower is None:
+        att = acct._attained_lower(query, value)
+        if att is not None:
+            lower = min(att, best_val)
+            notes.append("lower bound from explicit neighbouring datasets (attained pairs)")
+    best = min(results, key=lambda m: results[m].upper)
+    chosen = results[best]
+    if skipped:
+        chosen = chosen.with_details(skipped_routes=",".join(skipped))
+    if reasons:
+        chosen = chosen.with_details(skip_reasons="; ".join(reasons))
+    if notes:
+        chosen = chosen.with_details(route_notes="; ".join(notes))
+    chosen = chosen.with_lower(lower if lower is not None else chosen.lower)
+    return best, chosen, {m: r.upper for m, r in results.items()}
