@@ -90,6 +90,7 @@ from .pld_grid import (
     _ranges,
     _rr_eta,
 )
+from .pld_split import split_applicable, split_delta_bracket, split_epsilon_bracket
 from .pld_tilt import _blocks, _saddle, _sp_epsilon
 
 
@@ -296,7 +297,15 @@ def pld_delta_bounds(entries, eps: float, direction: str = "remove", rtol: float
         lo, up = max(lo, ev.lower(eps)), min(up, ev.upper(eps))
         passes += 1
     lo = min(lo, up)
-    return DeltaBounds(eps, 0.5 * (lo + up), lo, up, direction, _details(ev, passes))
+    details = _details(ev, passes)
+    if up - lo > rtol * up and split_applicable(ents):
+        # near-atomic steps: condition on the number of large steps (conversions.pld_split)
+        res = split_delta_bracket(ents, eps, direction, rtol, eps, d_ref, max_points)
+        if res is not None:
+            lo, up = max(lo, res[0]), min(up, res[1])
+            lo = min(lo, up)
+            details.update(res[2])
+    return DeltaBounds(eps, 0.5 * (lo + up), lo, up, direction, details)
 
 
 def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: float = 1e-3, *,
@@ -357,8 +366,16 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
         lo, up = max(lo, lo2), min(up, up2)
         passes += 1
     lo = min(lo, up)
+    details = _details(ev, passes)
+    if not (up - lo <= max(rtol * up, 0.1 * rtol)) and split_applicable(ents):
+        # near-atomic steps: condition on the number of large steps (conversions.pld_split)
+        res = split_epsilon_bracket(ents, delta, direction, rtol, lo, up, max_points)
+        if res is not None:
+            lo, up = max(lo, res[0]), min(up, res[1])
+            lo = min(lo, up)
+            details.update(res[2])
     est = 0.5 * (lo + up) if math.isfinite(up) else lo
-    return EpsilonBounds(delta, est, lo, up, direction, _details(ev, passes))
+    return EpsilonBounds(delta, est, lo, up, direction, details)
 
 
 def pld_cost(entries, direction: str = "remove", rtol: float = 1e-3, eps_hint: float | None = None) -> float:

@@ -1,0 +1,246 @@
+"""Discretised PLD conditioned on the number of large steps: the near-atomic, few-step regime.
+
+Where one step's privacy loss is nearly an atom at 0 with a thin tail (Poisson subsampling at a small
+rate q, few steps, tiny delta), the tilted FFT of :mod:`conversions.pld` puts almost all of the tilted
+mass on the atom and on the top of its window, far from eps: its floating-point and mass-error terms,
+relative to that total, swamp the tiny delta (q = 1e-4, sigma = 1, T = 10, delta = 1e-12: the plain
+grid certifies [0.017, 0.067]).  Conditioning removes the atom from the tail's computation.
+
+Split one step's loss law mu (one direction) at a cut l_c into sub-measures mu_c = mu restricted to
+L <= l_c and mu_b = mu restricted to L > l_c (masses w_c + w_b = 1).  Then, exactly,
+
+    mu^{*T} = sum_{j=0}^{T} C(T, j) mu_c^{*(T-j)} * mu_b^{*j},
+    delta(eps) = sum_j C(T, j) D_j(eps),   D_j(eps) = int (1 - e^{eps - s})_+ d(mu_c^{*(T-j)} * mu_b^{*j})(s),
+
+and 0 <= D_j <= w_c^{T-j} w_b^j.  Each D_j with j <= J is bracketed by the certified discretised PLD of
+:mod:`conversions.pld` applied to the composition of the two sub-measures (its couplings, window,
+tilt and error terms hold for sub-probability measures: nothing in them uses a total mass of 1, and
+mass that leaves the grid at the top is counted at +inf), each term with its own grid and tilt; the
+terms j > J are bounded by their total mass R_J = sum_{j > J} C(T, j) w_c^{T-j} w_b^j (upper bound
+only).  D_0 = 0 exactly for eps >= T l_c (mu_c lives on L <= l_c).  Upper bound:
+sum_{j <= J} C(T, j) min(D_j^up, w_c^{T-j} w_b^j) + R_J; lower bound: sum_{j <= J} C(T, j) D_j^lo.
+Neighbouring relation: that of the mechanism's dominating pair (one direction per call).  Result: a
+rigorous bracket; it is intersected with the plain grid's bracket by the caller.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from mechanisms.base import Mechanism
+
+from .pld_grid import _ranges
+
+#: at most this many large steps are composed explicitly (the rest is bounded by its mass)
+MAX_TERMS = 12
+#: the split is tried for ledgers of one mechanism used at most this many times
+MAX_STEPS = 100_000
+#: each term's grid is capped at this many points (bounded work: a capped term is still certified)
+MAX_POINTS = 1 << 19
+
+
+@dataclass(frozen=True, eq=False)
+class _LossPart(Mechanism):
+    """The sub-measure of ``base``'s privacy-loss law (one direction) on L <= cut (``big=False``) or on
+    L > cut (``big=True``): cell masses only, for :mod:`conversions.pld`.  Not a plug-in."""
+
+    base: Mechanism = None  # type: ignore[assignment]
+    cut: float = 0.0
+    big: bool = False
+
+    name = "loss_part"
+    pld_available = True
+
+    def rdp(self, alpha):  # pragma: no cover - a part has no RDP curve of its own
+        raise NotImplementedError("a loss part is used by the discretised PLD only")
+
+    @property
+    def infinite_loss_mass(self) -> float:
+        return self.base.infinite_loss_mass if self.big else 0.0
+
+    @property
+    def max_mgf_order(self) -> float:
+        return self.base.max_mgf_order
+
+    def describe(self) -> str:
+        return f"{'L > ' if self.big else 'L <= '}{self.cut:g} part of {self.base.describe()}"
+
+    def pld_cell_masses(self, edges: np.ndarray, direction: str = "remove"):
+        """The base's masses on the edges with the cut inserted (exact up to the base's error bounds);
+        the cell that holds the cut keeps the part on this side of it."""
+        e = np.asarray(edges, dtype=float)
+        k = int(np.searchsorted(e, self.cut, side="left"))  # e[k - 1] < cut <= e[k]
+        m, err = self.base.pld_cell_masses(np.insert(e, k, self.cut), direction)
+        m = np.asarray(m, dtype=float)
+        err = np.broadcast_to(np.asarray(err, dtype=float), m.shape)
+        out = np.zeros(e.size + 1)
+        out_err = np.zeros(e.size + 1)
+        if self.big:  # merged cells k + 1.. = (cut, e[k]], ..., top
+            out[k:] = m[k + 1:]
+            out_err[k:] = err[k + 1:]
+        else:  # merged cells 0..k = ..., (e[k - 1], cut]
+            out[:k + 1] = m[:k + 1]
+            out_err[:k + 1] = err[:k + 1]
+        return out, out_err
+
+    def pld_cell_offsets(self, edges: np.ndarray, direction: str = "remove"):
+        return None  # round-up cells (few steps: T Delta is affordable)
+
+    def log_mgf_real(self, c: float, direction: str = "remove") -> float:
+        return self.base.log_mgf_real(c, direction)  # (estimates only: an upper bound of the part's)
+
+
+def _log_binom(t: int, j: int) -> float:
+    return math.lgamma(t + 1.0) - math.lgamma(j + 1.0) - math.lgamma(t - j + 1.0)
+
+
+class SplitPLD:
+    """delta_up(eps) / delta_lo(eps) of ``times`` uses of ``mech`` (one direction) by conditioning on
+    the number of steps whose loss exceeds ``cut``; terms tilted at ``eps_ref``."""
+
+    def __init__(self, mech: Mechanism, times: int, direction: str, cut: float, eps_ref: float,
+                 delta_ref: float, rtol: float, width: float, max_points: int):
+        from . import pld
+
+        m, err = mech.pld_cell_masses(np.array([cut]), direction)
+        err = np.broadcast_to(np.asarray(err, dtype=float), np.shape(m))
+        t = int(times)
+        self.times, self.cut = t, cut
+        w_c = min(1.0, float(m[0] + err[0]) * (1 + 1e-12))  # upper bounds of both masses
+        w_b = min(1.0, float(m[1] + err[1]) * (1 + 1e-12))
+        if not (0.0 < w_b < 1.0) or w_c <= 0.0:
+            raise ValueError("loss split: the cut leaves an empty part")
+        lw_c, lw_b = math.log(w_c), math.log(w_b)
+
+        def log_mass(j: int) -> float:  # upper bound on C(T, j) w_c^{T-j} w_b^j (log)
+            return _log_binom(t, j) + (t - j) * lw_c + j * lw_b + 1e-12 * (1 + t)
+
+        target = math.log(1e-4 * rtol * delta_ref)
+        j_max = 0
+        while j_max < min(t, MAX_TERMS) and log_mass(j_max + 1) > target:
+            j_max += 1
+        # the remainder: the terms decrease at least geometrically past j_max (ratio rho)
+        if j_max < t:
+            rho = (t - j_max - 1) / (j_max + 2.0) * w_b / (1.0 - w_b) if w_b < 1 else math.inf
+            if not rho < 0.5:
+                raise ValueError("loss split: the large part is not rare enough")
+            self.rem = math.exp(log_mass(j_max + 1)) / (1.0 - rho) * (1 + 1e-12)
+        else:
+            self.rem = 0.0
+        core = _LossPart(base=mech, cut=cut, big=False)
+        big = _LossPart(base=mech, cut=cut, big=True)
+        self.terms = []  # (j, C(T, j) as float (rounded up / down), evaluator or None, mass bound)
+        for j in range(j_max + 1):
+            lc = _log_binom(t, j)
+            c_up, c_dn = math.exp(lc) * (1 + 1e-12), math.exp(lc) * (1 - 1e-12)
+            mass = math.exp(log_mass(j) - lc)  # bound on D_j
+            ents = ([(core, t - j)] if t > j else []) + ([(big, j)] if j else [])
+            ev = None
+            if j > 0 or t * cut > 0.5 * eps_ref:  # (D_0 = 0 for eps >= T cut: no grid needed)
+                ranges = _ranges(ents, direction, rtol, delta_ref, 1.0)
+                # bounded work: a term whose composed span needs far more than the point cap at the
+                # target step would only give a capped (wide) bracket -- the split does not pay here
+                span = ranges[-1][1] - ranges[-1][0]  # (the last entry: the large part when j > 0)
+                if span / (width / t) > 8.0 * max_points:
+                    raise ValueError("loss split: the grid would exceed its point cap")
+                ev = pld._run(ents, direction, width, ranges, eps_ref, max_points, rtol, 0.0, delta_ref,
+                              1.0)
+            self.terms.append((j, c_up, c_dn, ev, mass))
+
+    def upper(self, eps: float) -> float:
+        tot = self.rem
+        for _j, c_up, _, ev, mass in self.terms:
+            if _j == 0 and eps >= self.times * self.cut:
+                d = 0.0  # (mu_c^{*T} lives on L <= T cut)
+            elif ev is None:
+                d = mass
+            else:
+                d = min(ev.upper(eps), mass)
+            tot += c_up * d
+        return min(1.0, tot * (1 + 1e-12))
+
+    def lower(self, eps: float) -> float:
+        tot = 0.0
+        for _j, _, c_dn, ev, _ in self.terms:
+            if ev is not None:
+                tot += c_dn * max(ev.lower(eps), 0.0)
+        return tot * (1 - 1e-12)
+
+    @property
+    def points(self) -> int:
+        return max((ev.c.n for _, _, _, ev, _ in self.terms if ev is not None), default=0)
+
+
+def split_applicable(entries) -> bool:
+    """One mechanism (with cell masses), used 1..MAX_STEPS times."""
+    return (len(entries) == 1 and 1 <= entries[0][1] <= MAX_STEPS
+            and getattr(entries[0][0], "pld_available", False))
+
+
+def _build(entries, direction, eps_ref, delta_ref, rtol, max_points, shrink: float = 0.8):
+    mech, t = entries[0]
+    width = shrink * max(rtol * eps_ref, 0.1 * rtol)
+    return SplitPLD(mech, t, direction, 0.5 * eps_ref, eps_ref, delta_ref, rtol, width,
+                    min(max_points, MAX_POINTS))
+
+
+def split_epsilon_bracket(entries, delta: float, direction: str, rtol: float, lo: float, up: float,
+                          max_points: int) -> tuple[float, float, dict] | None:
+    """A certified (lower, upper) eps(delta) by the split, started from the bracket [lo, up] of the plain
+    grid (two passes, each tilted at the middle of the bracket so far); None when the split does not
+    apply here.  The caller intersects it with its own bracket."""
+    from .pld_eval import _bisect
+
+    best_lo, best_up, info = lo, up, {}
+    for shrink in (0.8, 0.4):  # (the second pass, if needed, on a grid twice as fine)
+        ref = 0.5 * (best_lo + best_up) if math.isfinite(best_up) else max(best_lo, 1e-6)
+        if not ref > 0.0:
+            break
+        try:
+            sp = _build(entries, direction, ref, delta, rtol, max_points, shrink)
+        except ValueError:
+            break  # (the split does not apply here, or not at a finer grid: keep what it gave)
+        hi = best_up if math.isfinite(best_up) else 4.0 * ref
+        while sp.upper(hi) > delta and hi < 1e3:
+            hi *= 2.0
+        if sp.upper(hi) > delta:
+            break
+        new_up = hi if sp.upper(0.0) > delta else 0.0
+        if new_up > 0.0:
+            new_up = _bisect(lambda e, sp=sp: sp.upper(e) - delta, 0.0, hi, True)
+        grid = np.linspace(0.0, new_up, 129)
+        vals = [sp.lower(float(e)) - delta for e in grid]
+        pos = [i for i, v in enumerate(vals) if v > 0]
+        new_lo = 0.0
+        if pos:
+            i = pos[-1]
+            new_lo = float(grid[i])
+            if i + 1 < grid.size:
+                new_lo = _bisect(lambda e, sp=sp: sp.lower(e) - delta, new_lo, float(grid[i + 1]),
+                                 False)
+        best_lo, best_up = max(best_lo, new_lo), min(best_up, new_up)
+        info = {"split_cut": sp.cut, "split_terms": len(sp.terms), "split_points": sp.points,
+                "split_remainder": sp.rem}
+        if best_up - best_lo <= max(rtol * best_up, 0.1 * rtol):
+            break
+    if not info:
+        return None
+    return min(best_lo, best_up), best_up, info
+
+
+def split_delta_bracket(entries, eps: float, direction: str, rtol: float, eps_ref: float,
+                        delta_ref: float, max_points: int) -> tuple[float, float, dict] | None:
+    """A certified (lower, upper) delta(eps) by the split, tilted at ``eps``; None when it does not
+    apply here."""
+    if not eps > 0.0:
+        return None
+    try:
+        sp = _build(entries, direction, eps, max(delta_ref, 1e-300), rtol, max_points)
+    except ValueError:
+        return None
+    lo, up = sp.lower(eps), sp.upper(eps)
+    return min(lo, up), up, {"split_cut": sp.cut, "split_terms": len(sp.terms),
+                             "split_points": sp.points, "split_remainder": sp.rem}
