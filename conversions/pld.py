@@ -69,7 +69,6 @@ folded modulo N onto the window [A, A + N).  Error terms (all added on the safe 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -77,8 +76,7 @@ import numpy as np
 from mechanisms.base import check_direction
 
 from .contour import DeltaBounds, EpsilonBounds
-from .pld_eval import _Evaluator, _solve
-from .pld_fft import _compose, _Composed
+from .pld_eval import _Evaluator, _rr_available, _run, _solve
 from .pld_grid import (
     DEFAULT_MAX_POINTS,
     _check_entries,
@@ -86,12 +84,10 @@ from .pld_grid import (
     _check_rtol,
     _lattice_step,
     _log_kappa,
-    _plan,
     _ranges,
-    _rr_eta,
 )
 from .pld_split import split_applicable, split_delta_bracket, split_epsilon_bracket
-from .pld_tilt import _blocks, _saddle, _sp_epsilon
+from .pld_tilt import _saddle
 
 
 # ----------------------------------------------------------------------------------------- public API
@@ -147,87 +143,6 @@ def _chernoff_delta(curve, eps: float) -> tuple[float, float]:
         if v < best:
             best, arg = v, c
     return math.exp(best), arg
-
-
-def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, delta_ref, theta_fb,
-         delta_sp=None):
-    """One composition: grid, tilt (saddle at eps_tilt, or the Chernoff order theta_fb when eps_tilt is
-    None or beyond the support), window from a_loss up.  With ``delta_sp``, the tilt point is the
-    saddle-point estimate of eps(delta_sp) from this grid when there is one (``_sp_epsilon``)."""
-    log_dref = math.log(max(delta_ref, 1e-300))
-    # mean-preserving rounding when every mechanism bounds its cell offsets and sqrt(T) beats T
-    tot = sum(k for _, k in entries)
-    log_beta = math.log(max(delta_ref, 1e-300) * rtol * 0.1)
-    div_rr = 1.45 * math.sqrt(tot * -log_beta)  # eta_up + eta_lo ~ Delta sqrt(2 T log(1/beta))
-    rr = div_rr < tot and _rr_available(entries, direction)
-    a_req = a_loss
-    for attempt in range(4):
-        plan = _plan(entries, direction, width, ranges, max_points, div_rr if rr else None, rr)
-        if rr and not plan.capped:
-            # the cell biases (T x mean bias, second order in Delta) can dominate the shifts when the
-            # loss is strongly curved: refine Delta once, or fall back to round-up cells (T Delta)
-            tot_eta = (_rr_eta(plan.steps, plan.step, log_beta, True)
-                       + _rr_eta(plan.steps, plan.step, log_beta, False))
-            if tot_eta > 1.2 * width:
-                div2 = div_rr * tot_eta / (0.9 * width)
-                if div2 < tot:
-                    div_rr = div2
-                    plan = _plan(entries, direction, width, ranges, max_points, div_rr, rr)
-                else:
-                    rr = False
-                    plan = _plan(entries, direction, width, ranges, max_points)
-        if rr:  # the upper bound is evaluated at eps - eta (eta ~ Delta div / 2): widen the window
-            a_loss = a_req - plan.step * div_rr
-        blocks_list = [_blocks(st, plan.step) for st in plan.steps]
-        theta, ref = math.nan, a_loss
-        sp = _sp_epsilon(blocks_list, [st.k for st in plan.steps], delta_sp) if delta_sp else math.nan
-        if math.isfinite(sp) and sp > a_loss:
-            eps_tilt = sp
-        if eps_tilt is not None:
-            theta, ref = _saddle(blocks_list, [st.k for st in plan.steps], eps_tilt), eps_tilt
-        if not math.isfinite(theta):
-            theta, ref = theta_fb, a_loss
-        # a smaller tilt shortens the window when the tilted upper tail is long (near-atomic steps);
-        # accept it while it amplifies the (tiny) tilted error terms by at most 1e5 relative to delta
-        need, _ = _compose(plan, theta, max_points, rtol * 1e-3, a_loss, log_dref, plan_only=True,
-                           blocks=blocks_list)
-        if need > (1 << 16):
-            th = theta
-            for _ in range(4):
-                th *= 0.5
-                need2, log_c2 = _compose(plan, th, max_points, rtol * 1e-3, a_loss, log_dref,
-                                         plan_only=True, blocks=blocks_list)
-                if log_c2 - th * max(a_loss, 0.0) - log_dref > math.log(1e5) or need2 > 0.8 * need:
-                    break
-                theta, need = th, need2
-        if need > max_points and attempt < 3:
-            width *= 1.2 * need / max_points  # the window is too long: coarser grid, wider bracket
-            continue
-        comp = _compose(plan, theta, max_points, rtol * 1e-3, a_loss, log_dref, regrid=attempt < 3,
-                        blocks=blocks_list)
-        if isinstance(comp, _Composed):
-            comp = dataclasses.replace(comp, capped=comp.capped or attempt > 0)
-            if rr:
-                eta_up = _rr_eta(plan.steps, plan.step, log_beta, True)
-                eta_lo = _rr_eta(plan.steps, plan.step, log_beta, False)
-                beta = math.exp(log_beta) * (1 + 1e-12)
-                comp = dataclasses.replace(comp, shift_up=eta_up, shift_lo=eta_lo, beta_up=beta,
-                                           beta_lo=beta)
-            ev = _Evaluator(comp, ref)
-            ev.blocks, ev.ks, ev.sp = blocks_list, [st.k for st in plan.steps], sp
-            return ev
-        width *= 1.2 * comp / max_points  # the window was too long: coarser grid, wider bracket
-    raise AssertionError("unreachable")
-
-
-def _rr_available(entries, direction: str) -> bool:
-    for m, _ in entries:
-        try:
-            if m.pld_cell_offsets(np.array([0.0, 1.0]), direction) is None:
-                return False
-        except Exception:  # noqa: BLE001 - no usable offsets: round-up cells instead
-            return False
-    return True
 
 
 def _details(ev: _Evaluator, passes: int) -> dict:

@@ -32,6 +32,7 @@ import numpy as np
 
 from mechanisms.base import Mechanism
 
+from .pld_eval import _run
 from .pld_grid import _ranges
 
 #: at most this many large steps are composed explicitly (the rest is bounded by its mass)
@@ -103,8 +104,6 @@ class SplitPLD:
 
     def __init__(self, mech: Mechanism, times: int, direction: str, cut: float, eps_ref: float,
                  delta_ref: float, rtol: float, width: float, max_points: int):
-        from . import pld
-
         m, err = mech.pld_cell_masses(np.array([cut]), direction)
         err = np.broadcast_to(np.asarray(err, dtype=float), np.shape(m))
         t = int(times)
@@ -146,7 +145,7 @@ class SplitPLD:
                 span = ranges[-1][1] - ranges[-1][0]  # (the last entry: the large part when j > 0)
                 if span / (width / t) > 8.0 * max_points:
                     raise ValueError("loss split: the grid would exceed its point cap")
-                ev = pld._run(ents, direction, width, ranges, eps_ref, max_points, rtol, 0.0, delta_ref,
+                ev = _run(ents, direction, width, ranges, eps_ref, max_points, rtol, 0.0, delta_ref,
                               1.0)
             self.terms.append((j, c_up, c_dn, ev, mass))
 

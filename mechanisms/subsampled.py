@@ -42,16 +42,9 @@ import numpy as np
 
 from . import validation as V
 from ._numerics import log_expm1_float
-from ._poisson_kernels import (
-    _add_peak,
-    poisson_rdp_int,
-    sg_envelope_constants,
-    sg_log_mgf,
-    sg_loss_histogram,
-    sg_part_line_log_mgf,
-    sl_middle_log_mgf,
-    sl_middle_tv,
-)
+from ._poisson_kernels import _add_peak, poisson_rdp_int, sg_log_mgf, sg_part_line_log_mgf
+from ._sg_envelope_kernels import sg_envelope_constants, sg_loss_histogram
+from ._sl_kernels import sl_middle_log_mgf, sl_middle_tv
 from .base import Mechanism, as_complex_array, check_direction
 from .registry import from_dict, register
 
@@ -434,7 +427,7 @@ class SubsampledGaussian(Mechanism):
 
     def log_envelope_fn(self, c: float, direction: str = "remove"):
         """t -> log of a bound on |M(c + it')| for all |t'| >= t (see :func:`sg_envelope` and
-        ``_poisson_kernels.sg_envelope_constants``).
+        ``_sg_envelope_kernels.sg_envelope_constants``).
 
         With X, X' iid from the e^{cL}-tilted loss law and 1 - cos y >= 2 y^2 / pi^2 on |y| <= pi,
         |M(c+it)|^2 / M(c)^2 = E cos(t (X - X')) <= 1 - 2 t^2 V(r) / pi^2

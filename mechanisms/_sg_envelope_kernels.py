@@ -1,0 +1,188 @@
+"""numba kernels of the subsampled Gaussian's decay envelope
+(:meth:`mechanisms.subsampled.SubsampledGaussian.log_envelope_fn`): the constants of the rigorous bound
+on |M(c + it)| and the tilted loss histogram behind its bands.
+
+The math is documented in :mod:`mechanisms.subsampled`; compile-cost rules as in
+:mod:`mechanisms._poisson_kernels`."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from ._poisson_kernels import _HELPER, _add_peak, _ell, _weighted_window, split_log_weight
+
+
+@njit(cache=True)
+def sg_envelope_constants(c, q, mu, add, dx, xcut, tau, part, bins, hist):  # pragma: no cover - compiled
+    """Constants of a rigorous decay bound on |M(c + it)| / M(c) for the subsampled Gaussian, and the
+    histogram of the tilted loss law behind its curvature bands.
+
+    Returns (log M(c), TV, V, gmax, mass, u_lo, b, x_first, x_last) where, with nu the e^{cL}-tilted
+    loss law normalised to mass 1,
+    * TV = total variation of the tilted density (un-normalised), so |M(c+it)| <= TV / |t|;
+    * V = a lower bound on E[(X - X')^2; |X - X'| <= r] for X, X' iid ~ nu, with r = pi / t_max and
+      t_max = 2 TV / M(c); since 1 - cos y >= 2 y^2 / pi^2 on |y| <= pi,
+      |M(c+it)|^2 / M(c)^2 = E cos(t (X - X')) <= 1 - 2 t^2 V / pi^2 for |t| <= t_max;
+    * ``hist`` (zeros on entry) receives the tilted loss law on its length of equal bins of width b
+      from u_lo (:func:`_loss_histogram` over [u_lo, u_hi] and [x_first, x_last], the loss and x ranges
+      where the tilted density exceeds e^{-40} of its maximum ``gmax``); ``mass`` (same scale) is its
+      normaliser.
+    Masses come from a fine trapezoid grid of step ``dx`` (the caller applies safety factors); ``bins``
+    (zeros on entry) is the work array of the fine bins of V.  When TV is not finite the histogram is
+    not built (the caller keeps only the trivial bound).  ``part`` >= 0: the same for the split part's
+    weighted density (``sg_log_mgf``); ``part`` = -1: no split.
+
+    The x-grid: the log density at x is -x^2/2 - log sqrt(2 pi) + w l(x) (+ the split weight) with
+    w = c + 1 (remove) or -c (add), on lo + i dx, i = 0..m.
+    """
+    lq = math.log(q)
+    l1q = math.log1p(-q)
+    half_log_2pi = 0.5 * math.log(2.0 * math.pi)
+    wr = -c if add else c + 1.0
+    if add:
+        # concave log density (curvature <= -1): the mass lies within a few units of its peak
+        xp = _add_peak(c, q, mu, lq, l1q)
+        lo = xp - 16.0 - 2.0 * mu
+        hi = xp + 16.0 + 3.0 * mu
+    else:
+        reach = 16.0 + abs(wr) * mu
+        lo = -reach - 2.0 * mu
+        hi = reach + 3.0 * mu
+    if part >= 0:  # the weighted density's window (as in sg_log_mgf), with room for the e^-40 ranges
+        _, lo, hi = _weighted_window(wr, q, mu, lq, l1q, lo if lo < xcut - 1.0 else xcut - 1.0,
+                                     hi if hi > xcut + 1.0 else xcut + 1.0, xcut, tau, part, 120.0)
+    m = math.ceil((hi - lo) / dx)
+    gmax = -np.inf
+    for i in range(m + 1):
+        x = lo + i * dx
+        lg = -0.5 * x * x - half_log_2pi + wr * _ell(x, q, mu, lq, l1q) + split_log_weight(x, xcut, tau, part)
+        if lg > gmax:
+            gmax = lg
+    # pass 2: mass and TV of the density in the loss variable, and the range that matters
+    mass = 0.0
+    tv = 0.0
+    prev = 0.0
+    u_lo = np.inf
+    u_hi = -np.inf
+    x_first = hi
+    x_last = lo
+    for i in range(m + 1):
+        x = lo + i * dx
+        ell = _ell(x, q, mu, lq, l1q)
+        lg = -0.5 * x * x - half_log_2pi + wr * ell - gmax + split_log_weight(x, xcut, tau, part)
+        g = math.exp(lg)
+        mass += g * dx
+        if lg > -40.0:
+            u = -ell if add else ell
+            if u < u_lo:
+                u_lo = u
+            if u > u_hi:
+                u_hi = u
+            if x < x_first:
+                x_first = x
+            if x > x_last:
+                x_last = x
+        y = lq + mu * x - 0.5 * mu * mu
+        log_lp = math.log(mu) - math.log1p(math.exp(l1q - y)) if y > l1q - 700 else math.log(mu) + y - l1q
+        lf = lg - log_lp
+        f = math.exp(lf) if lf < 700 else np.inf
+        if i > 0:
+            tv += abs(f - prev)
+        prev = f
+    tv += prev
+    log_mc = gmax + math.log(mass)
+    tv_norm = tv / mass  # TV / M(c)
+    if not math.isfinite(tv_norm):
+        return log_mc, tv_norm, 0.0, gmax, mass, u_lo, 1.0, x_first, x_last
+    t_max = 2.0 * tv_norm
+    r = math.pi / t_max
+    # bins of width r/64 in a window around the median loss (dropping pairs only lowers V)
+    nbins = bins.shape[0]
+    cum = 0.0
+    umed = 0.0
+    for i in range(m + 1):
+        x = lo + i * dx
+        ell = _ell(x, q, mu, lq, l1q)
+        cum += math.exp(-0.5 * x * x - half_log_2pi + wr * ell - gmax
+                        + split_log_weight(x, xcut, tau, part)) * dx
+        if cum >= 0.5 * mass:
+            umed = -ell if add else ell
+            break
+    b = r / 64.0
+    umin = umed - 0.5 * nbins * b
+    for i in range(m + 1):
+        x = lo + i * dx
+        ell = _ell(x, q, mu, lq, l1q)
+        lg = -0.5 * x * x - half_log_2pi + wr * ell - gmax + split_log_weight(x, xcut, tau, part)
+        u = -ell if add else ell
+        kf = (u - umin) / b
+        if 0.0 <= kf < nbins:
+            bins[math.trunc(kf)] += math.exp(lg) * dx / mass
+    # V >= sum over bin pairs at index distance d with (d + 1) b <= r of ((d - 1) b)^2 m_i m_j
+    first = 0
+    while first < nbins and bins[first] == 0.0:
+        first += 1
+    last = nbins - 1
+    while last > first and bins[last] == 0.0:
+        last -= 1
+    v = 0.0
+    for d in range(2, 64):
+        acc = 0.0
+        for i in range(first, last + 1 - d):
+            acc += bins[i] * bins[i + d]
+        v += 2.0 * acc * ((d - 1) * b) ** 2
+    bh = _loss_histogram(c, q, mu, add, dx, gmax, u_lo, u_hi, x_first, x_last, xcut, tau, part, hist)
+    return log_mc, tv_norm, v, gmax, mass, u_lo, bh, x_first, x_last
+
+
+@njit(**_HELPER)
+def _loss_histogram(c, q, mu, add, dx, gmax, umin, umax, x_first, x_last, xcut, tau, part, hist):
+    # pragma: no cover - compiled
+    """Histogram of the e^{cL}-tilted loss law of the subsampled Gaussian (or of a split part, ``part``
+    >= 0) on len(hist) equal bins of [umin, umax], added to ``hist``; returns the bin width b (1 when
+    the range is empty).
+
+    Takes the scale ``gmax`` and x range [x_first, x_last] of :func:`sg_envelope_constants` (same c, q,
+    mu, add, dx): u = the loss (remove) or its negative (add).  Cells of an x-grid whose step is
+    shrunk so that each cell maps into one bin-width of u are placed at their midpoint's bin (cells
+    still wider than a bin are dropped: dropping mass only lowers the curvature bound built on it).
+    """
+    lq = math.log(q)
+    l1q = math.log1p(-q)
+    half_log_2pi = 0.5 * math.log(2.0 * math.pi)
+    wr = -c if add else c + 1.0
+    nb = hist.shape[0]
+    b = (umax - umin) / nb
+    if not b > 0.0:
+        return 1.0
+    # walk the x-range where the tilted density matters (+- one grid step)
+    x = x_first - dx
+    ell_a = _ell(x, q, mu, lq, l1q)
+    while x < x_last + dx:
+        # u'(x) = mu sigmoid(y), y = log q + mu x - mu^2/2 - log(1 - q); one cell spans <= b/2 in u
+        y = lq + mu * x - 0.5 * mu * mu - l1q
+        slope = mu / (1.0 + math.exp(-y)) if y > -700 else 0.0
+        h = dx if slope * dx <= 0.5 * b else 0.5 * b / slope
+        xm = x + 0.5 * h
+        ell_b = _ell(x + h, q, mu, lq, l1q)
+        ell = _ell(xm, q, mu, lq, l1q)
+        lg = -0.5 * xm * xm - half_log_2pi + wr * ell - gmax + split_log_weight(xm, xcut, tau, part)
+        if lg > -40.0 and abs(ell_b - ell_a) <= b:
+            u = -ell if add else ell
+            k = math.trunc((u - umin) / b)
+            if 0 <= k < nb:
+                hist[k] += math.exp(lg) * h
+        x += h
+        ell_a = ell_b
+    return b
+
+
+@njit(cache=True)
+def sg_loss_histogram(c, q, mu, add, dx, gmax, umin, umax, x_first, x_last, xcut, tau, part, hist):
+    # pragma: no cover - compiled
+    """:func:`_loss_histogram` callable from Python (a second histogram over a sub-window of the loss,
+    e.g. a split part's bulk): fills ``hist`` (zeros on entry), returns the bin width."""
+    return _loss_histogram(c, q, mu, add, dx, gmax, umin, umax, x_first, x_last, xcut, tau, part, hist)
