@@ -201,5 +201,10 @@ class AmplifiedBandedMF(_Delegating):
     def tight(self) -> bool:  # type: ignore[override]
         return self._norms[1]
 
-    def _inner(self) -> Mechanism:
+    @functools.cached_property
+    def _subsampled_gaussian(self) -> SubsampledGaussian:
+        # one instance per mechanism: the subsampled Gaussian keeps per-instance caches (grids, envelopes)
         return SubsampledGaussian(self.sigma, self.sample_rate, self.sensitivity)
+
+    def _inner(self) -> Mechanism:
+        return self._subsampled_gaussian
