@@ -46,9 +46,11 @@ Otherwise (unequal norms) it is an upper bound.  The largest column norm is roun
 Ledger.  One use = one participation of a record (one cycle of b steps): a run of n steps is
 ``rounds`` = ceil(n / b) uses, ``acct.compose(m, times=m.rounds)``.  Every curve is that of
 ``SubsampledGaussian(sigma, sample_rate, sensitivity=clip * max column norm)`` (RDP, characteristic
-function, PLD and exact routes).  b = 1 with a diagonal C is DP-SGD (n uses of the subsampled
-Gaussian); q = 1 is the un-amplified :class:`mechanisms.matrix.MatrixMechanism` with cyclic
-participation (one Gaussian of mu sqrt(k) for a column-normalised C).
+function and PLD routes); ``dp_sgd_equivalent()`` returns that mechanism and the count, for the routes
+that recognise the subsampled Gaussian by its type (its one-step closed form, the near-atomic split).
+b = 1 with a diagonal C is DP-SGD (n uses of the subsampled Gaussian); q = 1 is the un-amplified
+:class:`mechanisms.matrix.MatrixMechanism` with cyclic participation (one Gaussian of mu sqrt(k) for a
+column-normalised C).
 """
 
 from __future__ import annotations
@@ -200,6 +202,13 @@ class AmplifiedBandedMF(_Delegating):
     @property
     def tight(self) -> bool:  # type: ignore[override]
         return self._norms[1]
+
+    def dp_sgd_equivalent(self) -> tuple[SubsampledGaussian, int]:
+        """``(SubsampledGaussian(sigma, sample_rate, sensitivity), rounds)``: the ledger entry of the whole
+        run in DP-SGD form (the same curves; routes that special-case the subsampled Gaussian by type,
+        such as its one-step closed form, apply to it directly): ``acct.compose(*m.dp_sgd_equivalent())``.
+        """
+        return self._subsampled_gaussian, self.rounds
 
     @functools.cached_property
     def _subsampled_gaussian(self) -> SubsampledGaussian:

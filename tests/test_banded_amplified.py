@@ -258,6 +258,18 @@ def test_diagonal_bands_one_is_dp_sgd():
         assert v == pytest.approx(ref.subsampled_gaussian_rdp(int(a), 0.05, 1.2), rel=1e-10)
 
 
+def test_dp_sgd_equivalent_entry():
+    rng = np.random.default_rng(4)
+    m = AmplifiedBandedMF(_banded(rng, 9, 3, False).tolist(), 0.9, 0.2, 3)
+    sg, k = m.dp_sgd_equivalent()
+    assert k == m.rounds == 3 and isinstance(sg, SubsampledGaussian) and sg.sensitivity == m.sensitivity
+    norms = np.sqrt(np.sum(np.array(m.C) ** 2, axis=0))
+    assert norms.max() <= m.column_norm <= norms.max() * (1 + 1e-15)
+    a = PrivacyAccountant().compose(m, times=m.rounds).certificate(delta=1e-6, method="pld")
+    b = PrivacyAccountant().compose(sg, times=k).certificate(delta=1e-6, method="pld")
+    assert a.epsilon == b.epsilon
+
+
 def test_full_sampling_is_the_unamplified_matrix_mechanism():
     """q = 1: no amplification; for a column-normalised C the run is one Gaussian of mu = sqrt(k) / sigma,
     the MatrixMechanism of the cyclic (b-min-sep, k participations) pattern, and the closed form."""
