@@ -7,8 +7,11 @@ b-banded factorisation run for n steps has the privacy of DP-SGD with Poisson ra
 steps, with the noise multiplier divided by the largest column norm of C.  The statement and its proof
 are re-derived below (the proof is ours; the tests check it against exact brute-force references).
 
-Mechanism.  n steps; the records are split, independently of their values, into b = ``bands`` groups;
-step i draws each record of group (i mod b) independently with probability q (``sample_rate``), sums
+Mechanism.  n steps; every record is put in one of b = ``bands`` groups, independently of the data and
+of the other records (a fixed function of a record identifier, or uniformly at random: adding or
+removing a record moves no other record to another group; a random group is a mixture over fixed ones,
+covered by joint convexity); step i draws each record of group (i mod b) independently with
+probability q (``sample_rate``), sums
 their contributions (each clipped to L2 norm ``clip``) into X_i, and the run releases Y = C X + Z with
 C an n x n lower-triangular b-banded matrix (C_ri = 0 unless 0 <= r - i < b) and Z i.i.d. N(0, sigma^2)
 entries.  X_i may depend on the released rows of Y before row i (adaptive training).  Relation:
