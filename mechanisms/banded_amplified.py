@@ -51,6 +51,8 @@ Ledger.  One use = one participation of a record (one cycle of b steps): a run o
 ``SubsampledGaussian(sigma, sample_rate, sensitivity=clip * max column norm)`` (RDP, characteristic
 function and PLD routes); ``dp_sgd_equivalent()`` returns that mechanism and the count, for the routes
 that recognise the subsampled Gaussian by its type (its one-step closed form, the near-atomic split).
+:class:`AmplifiedBandedToeplitzMF` is the same mechanism for a banded Toeplitz C given by its first
+column (O(b) memory, any n: the form in which banded strategies are optimised and deployed).
 b = 1 with a diagonal C is DP-SGD (n uses of the subsampled Gaussian); q = 1 is the un-amplified
 :class:`mechanisms.matrix.MatrixMechanism` with cyclic participation (one Gaussian of mu sqrt(k) for a
 column-normalised C).
@@ -71,7 +73,7 @@ from .matrix import MAX_COLUMNS
 from .registry import register
 from .subsampled import SubsampledGaussian
 
-__all__ = ["AmplifiedBandedMF"]
+__all__ = ["AmplifiedBandedMF", "AmplifiedBandedToeplitzMF"]
 
 U = 2.0 ** -53
 
@@ -92,9 +94,58 @@ def _check_banded(c: np.ndarray, bands: int) -> None:
                          f"got C[{r[j]}][{i[j]}] = {c[r[j], i[j]]!r}")
 
 
+class _CyclicPoissonBandMF(_Delegating):
+    """Shared part: ``steps``, ``bands``, ``clip``, ``sigma``, ``sample_rate`` and ``_norms`` (the largest
+    column norm rounded up, tight) come from the subclass; the curves are the subsampled Gaussian's."""
+
+    name = ""
+    relations = ("add_remove",)
+
+    @property
+    def rounds(self) -> int:
+        """k = ceil(n / bands): the most participations of one record, the ledger count of one run."""
+        return -(-self.steps // self.bands)
+
+    @property
+    def column_norm(self) -> float:
+        """max_i |C e_i| (rounded up)."""
+        return self._norms[0]
+
+    @property
+    def sensitivity(self) -> float:
+        """clip * max column norm: the L2 shift of one participation (an upper bound, rounded up)."""
+        return self.clip * self.column_norm * (1.0 + 2 * U)
+
+    @property
+    def tight(self) -> bool:  # type: ignore[override]
+        return self._norms[1]
+
+    def dp_sgd_equivalent(self) -> tuple[SubsampledGaussian, int]:
+        """``(SubsampledGaussian(sigma, sample_rate, sensitivity), rounds)``: the ledger entry of the whole
+        run in DP-SGD form (the same curves; routes that special-case the subsampled Gaussian by type,
+        such as its one-step closed form, apply to it directly): ``acct.compose(*m.dp_sgd_equivalent())``.
+        """
+        return self._subsampled_gaussian, self.rounds
+
+    @functools.cached_property
+    def _subsampled_gaussian(self) -> SubsampledGaussian:
+        # one instance per mechanism: the subsampled Gaussian keeps per-instance caches (grids, envelopes)
+        return SubsampledGaussian(self.sigma, self.sample_rate, self.sensitivity)
+
+    def _inner(self) -> Mechanism:
+        return self._subsampled_gaussian
+
+
+def _check_common(m) -> None:
+    object.__setattr__(m, "sigma", V.positive("sigma", m.sigma))
+    object.__setattr__(m, "sample_rate", V.probability("sample_rate", m.sample_rate, open_low=True))
+    object.__setattr__(m, "bands", V.integer("bands", m.bands, low=1, high=V.MAX_COUNT))
+    object.__setattr__(m, "clip", V.positive("clip", m.clip))
+
+
 @register
 @dataclass(frozen=True)
-class AmplifiedBandedMF(_Delegating):
+class AmplifiedBandedMF(_CyclicPoissonBandMF):
     """Banded matrix factorisation with cyclic Poisson sampling (DP-BandMF), one participation per use.
 
     Parameters
@@ -115,7 +166,8 @@ class AmplifiedBandedMF(_Delegating):
     -----
     Add/remove relation.  One ledger use is one participation; compose ``rounds`` = ceil(n / bands)
     uses for the run.  Curves of ``SubsampledGaussian(sigma, sample_rate, clip * max column norm)``
-    (module docstring: theorem, proof, when it is exact).
+    (module docstring: theorem, proof, when it is exact).  A banded Toeplitz C of any size:
+    :class:`AmplifiedBandedToeplitzMF`.
     """
 
     C: list
@@ -125,13 +177,9 @@ class AmplifiedBandedMF(_Delegating):
     clip: float = 1.0
 
     name = "amplified_banded_mf"
-    relations = ("add_remove",)
 
     def __post_init__(self):
-        object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
-        object.__setattr__(self, "sample_rate", V.probability("sample_rate", self.sample_rate, open_low=True))
-        object.__setattr__(self, "bands", V.integer("bands", self.bands, low=1, high=V.MAX_COUNT))
-        object.__setattr__(self, "clip", V.positive("clip", self.clip))
+        _check_common(self)
         c = self.C
         if not isinstance(c, (list, tuple)) or not c or not all(isinstance(r, (list, tuple)) for r in c):
             raise TypeError("C must be a non-empty list of rows (lists of numbers)")
@@ -166,16 +214,10 @@ class AmplifiedBandedMF(_Delegating):
         return (f"{self.name}(C={n}x{n}, sigma={self.sigma:.6g}, sample_rate={self.sample_rate:.6g}, "
                 f"bands={self.bands}, clip={self.clip:.6g})")
 
-    # ------------------------------------------------------------------ derived quantities
     @property
     def steps(self) -> int:
         """n, the number of steps (the size of C)."""
         return len(self.C)
-
-    @property
-    def rounds(self) -> int:
-        """k = ceil(n / bands): the most participations of one record, the ledger count of one run."""
-        return -(-self.steps // self.bands)
 
     @functools.cached_property
     def _norms(self) -> tuple[float, bool]:
@@ -192,31 +234,76 @@ class AmplifiedBandedMF(_Delegating):
         tight = any(-(-(n - g) // b) == k and bool(np.all(norms[g::b] >= floor)) for g in range(min(b, n)))
         return top * (1.0 + (terms + 4) * U), tight
 
-    @property
-    def column_norm(self) -> float:
-        """max_i |C e_i| (rounded up)."""
-        return self._norms[0]
 
-    @property
-    def sensitivity(self) -> float:
-        """clip * max column norm: the L2 shift of one participation (an upper bound, rounded up)."""
-        return self.clip * self.column_norm * (1.0 + 2 * U)
+@register
+@dataclass(frozen=True)
+class AmplifiedBandedToeplitzMF(_CyclicPoissonBandMF):
+    """DP-BandMF with a banded Toeplitz strategy C_ri = coefficients[r - i] (0 <= r - i < p), any n.
 
-    @property
-    def tight(self) -> bool:  # type: ignore[override]
-        return self._norms[1]
+    Parameters
+    ----------
+    coefficients : list of float
+        c_0, ..., c_{p-1}: the first column of C (the form banded strategies are optimised in); p <=
+        ``bands`` once trailing zeros are dropped.
+    steps : int
+        n >= 1, the number of steps (C is n x n; its last columns are truncated).
+    sigma, sample_rate, bands, clip
+        As for :class:`AmplifiedBandedMF`.
 
-    def dp_sgd_equivalent(self) -> tuple[SubsampledGaussian, int]:
-        """``(SubsampledGaussian(sigma, sample_rate, sensitivity), rounds)``: the ledger entry of the whole
-        run in DP-SGD form (the same curves; routes that special-case the subsampled Gaussian by type,
-        such as its one-step closed form, apply to it directly): ``acct.compose(*m.dp_sgd_equivalent())``.
-        """
-        return self._subsampled_gaussian, self.rounds
+    Notes
+    -----
+    The same mechanism as ``AmplifiedBandedMF`` with the explicit matrix (module docstring), in O(p)
+    memory: column i has norm sqrt(sum_{j < min(p, n - i)} c_j^2), largest for column 0.
+    """
+
+    coefficients: list
+    steps: int
+    sigma: float
+    sample_rate: float
+    bands: int
+    clip: float = 1.0
+
+    name = "amplified_banded_toeplitz_mf"
+
+    def __post_init__(self):
+        _check_common(self)
+        object.__setattr__(self, "steps", V.integer("steps", self.steps, low=1, high=V.MAX_COUNT))
+        c = self.coefficients
+        if not isinstance(c, (list, tuple)) or not c:
+            raise TypeError("coefficients must be a non-empty list of numbers")
+        vals = [V.real(f"coefficients[{j}]", x) for j, x in enumerate(c)]
+        nz = [j for j, x in enumerate(vals) if x != 0.0]
+        if not nz:
+            raise ValueError("coefficients must have a non-zero entry")
+        if nz[-1] + 1 > self.bands:
+            last = nz[-1]
+            raise ValueError(f"bands must be >= the number of bands of C ({last + 1}: coefficients[{last}] = "
+                             f"{vals[last]!r} is non-zero), got bands = {self.bands}")
+        object.__setattr__(self, "coefficients", vals)
+
+    def __hash__(self):
+        return hash((self.name, tuple(self.coefficients), self.steps, self.sigma, self.sample_rate,
+                     self.bands, self.clip))
+
+    @classmethod
+    def example(cls) -> AmplifiedBandedToeplitzMF:
+        """4 bands, coefficients 2^-j, 1000 steps, q = 0.05."""
+        return cls(coefficients=[1.0, 0.5, 0.25, 0.125], steps=1000, sigma=1.0, sample_rate=0.05, bands=4)
 
     @functools.cached_property
-    def _subsampled_gaussian(self) -> SubsampledGaussian:
-        # one instance per mechanism: the subsampled Gaussian keeps per-instance caches (grids, envelopes)
-        return SubsampledGaussian(self.sigma, self.sample_rate, self.sensitivity)
-
-    def _inner(self) -> Mechanism:
-        return self._subsampled_gaussian
+    def _norms(self) -> tuple[float, bool]:
+        """(max column norm rounded up, tight): column i has the norm of the first min(p, n - i)
+        coefficients; tight when the last column of some group with ``rounds`` participations (its
+        shortest) has the full norm."""
+        n, b, k = self.steps, self.bands, self.rounds
+        p = min(len(self.coefficients), n)
+        sq = np.cumsum(np.square(np.asarray(self.coefficients[:p], dtype=float)))  # sq[m - 1]: m terms
+        top2 = float(sq[-1])
+        tight = False
+        for g in range(min(b, n)):
+            if -(-(n - g) // b) == k:
+                last = g + (k - 1) * b
+                if float(sq[min(p, n - last) - 1]) >= top2:
+                    tight = True
+                    break
+        return math.sqrt(top2) * (1.0 + (p + 4) * U), tight

@@ -29,7 +29,13 @@ from scipy import integrate, optimize
 from scipy.special import log_ndtr, logsumexp
 
 from accountant import PrivacyAccountant
-from mechanisms import AmplifiedBandedMF, MatrixMechanism, SubsampledGaussian, registry
+from mechanisms import (
+    AmplifiedBandedMF,
+    AmplifiedBandedToeplitzMF,
+    MatrixMechanism,
+    SubsampledGaussian,
+    registry,
+)
 from mechanisms.conformance import check_mechanism
 
 
@@ -364,3 +370,64 @@ def test_bad_inputs(kwargs, exc, match):
 def test_describe_is_short():
     m = AmplifiedBandedMF(np.eye(300).tolist(), 1.0, 0.1, 1)
     assert m.describe() == "amplified_banded_mf(C=300x300, sigma=1, sample_rate=0.1, bands=1, clip=1)"
+
+
+# ---------------------------------------------------------------------------------------- Toeplitz form
+@pytest.mark.parametrize("coefs,n,b", [([1.0, 0.5, 0.25], 10, 3), ([1.0, 0.5, 0.25], 10, 4),
+                                       ([1.0, 0.0, 0.5], 7, 3), ([0.3, 1.0, 0.0, 0.0], 9, 2),
+                                       ([1.0, 0.9, 0.8, 0.7, 0.6], 3, 5), ([2.0], 5, 1), ([1.0, 1e-9], 8, 2)])
+def test_toeplitz_matches_explicit_matrix(coefs, n, b):
+    """The Toeplitz form against the explicit n x n matrix: same rounds, column norm, tightness, curves."""
+    c = [[coefs[r - i] if 0 <= r - i < len(coefs) else 0.0 for i in range(n)] for r in range(n)]
+    t = AmplifiedBandedToeplitzMF(coefs, n, 0.9, 0.2, b)
+    m = AmplifiedBandedMF(c, 0.9, 0.2, b)
+    assert t.rounds == m.rounds
+    exact_norm = math.sqrt(sum(x * x for x in coefs[:n]))
+    assert exact_norm <= t.column_norm <= exact_norm * (1 + 1e-14)
+    assert t.column_norm == pytest.approx(m.column_norm, rel=1e-14)
+    assert t.tight == m.tight
+    alphas = np.array([1.5, 2.0, 9.0, 100.0])
+    assert np.allclose(t.rdp(alphas), m.rdp(alphas), rtol=1e-12, atol=0)
+
+
+def test_toeplitz_tightness_by_group():
+    """n = 10, b = 3, p = 3: k = 4 only for group 0 (steps 0, 3, 6, 9), whose last column (9) holds one
+    coefficient of three: not attained; n = 12: group 0's last column is 9 (three rows left): attained."""
+    assert not AmplifiedBandedToeplitzMF([1.0, 0.5, 0.25], 10, 1.0, 0.1, 3).tight
+    assert AmplifiedBandedToeplitzMF([1.0, 0.5, 0.25], 12, 1.0, 0.1, 3).tight
+    assert AmplifiedBandedToeplitzMF([1.0, 0.5, 0.0], 10, 1.0, 0.1, 3).rounds == 4
+
+
+def test_toeplitz_large_run_and_contract():
+    t = AmplifiedBandedToeplitzMF([0.5**j for j in range(16)], 10**6, 1.0, 0.01, 16)
+    assert t.rounds == 62500 and t.tight
+    check_mechanism(AmplifiedBandedToeplitzMF.example())
+    back = registry.from_dict(json.loads(json.dumps(t.to_dict())))
+    assert back == t and hash(back) == hash(t)
+    # q = 1 and one band: the Gaussian of mu = c_0 sqrt(n) / sigma (closed form)
+    g = AmplifiedBandedToeplitzMF([2.0], 100, 5.0, 1.0, 1)
+    e = PrivacyAccountant().compose(g, times=g.rounds).epsilon(1e-6)
+    exact = ref.gaussian_epsilon(1e-6, 2.0 * 10 / 5.0)
+    assert exact <= e <= exact * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("kwargs,exc,match", [
+    ({"coefficients": [1.0, 0.5, 0.25], "bands": 2}, ValueError, "bands must be >= .*3"),
+    ({"coefficients": [1.0, 0.5, 0.0, 0.0], "bands": 1}, ValueError, "bands must be >= .*2"),
+    ({"coefficients": [0.0, 0.0]}, ValueError, "non-zero"),
+    ({"coefficients": []}, TypeError, "coefficients"),
+    ({"coefficients": [1.0, float("inf")]}, ValueError, "coefficients\\[1\\]"),
+    ({"coefficients": [1.0, "a"]}, TypeError, "coefficients\\[1\\]"),
+    ({"steps": 0}, ValueError, "steps"),
+    ({"sample_rate": 0.0}, ValueError, "sample_rate"),
+    ({"sigma": float("nan")}, ValueError, "sigma"),
+])
+def test_toeplitz_bad_inputs(kwargs, exc, match):
+    args = {"coefficients": [1.0, 0.5], "steps": 10, "sigma": 1.0, "sample_rate": 0.1, "bands": 2} | kwargs
+    with pytest.raises(exc, match=match):
+        AmplifiedBandedToeplitzMF(**args)
+
+
+def test_replace_one_is_refused():
+    with pytest.raises(ValueError, match="replace_one"):
+        PrivacyAccountant("replace_one").compose(AmplifiedBandedMF.example())
