@@ -127,6 +127,7 @@ def cases():
     from mechanisms import (
         ZCDP,
         AmplifiedBandedMF,
+        AmplifiedBandedToeplitzMF,
         DiscreteGaussian,
         DiscreteLaplace,
         ExponentialMechanism,
@@ -143,6 +144,7 @@ def cases():
     bandmf = AmplifiedBandedMF(_banded_toeplitz(512, 8), 1.0, 0.05, 8)
     bandmf_small_q = AmplifiedBandedMF(_banded_toeplitz(512, 8), 0.8, 0.005, 8)
     bandmf_full = AmplifiedBandedMF([[r / 2.0 for r in row] for row in band], 1.5, 1.0, 4)
+    toeplitz = AmplifiedBandedToeplitzMF([0.5**j for j in range(16)], 10_000, 1.0, 0.01, 16)
     return [
         # (label, mechanism, count, reference or None, {peer: callable})
         ("discrete_gaussian sigma=1 x1", DiscreteGaussian(1.0), 1, lambda: _ref_dg(1.0),
@@ -177,6 +179,9 @@ def cases():
          lambda: _ref_gauss(math.sqrt(16) / 1.5),
          {"dp-accounting PLD (jax_privacy event)":
           lambda: _dpa_pld_sg(1.5 / bandmf_full.column_norm, 1.0, 16)}),
+        ("amplified_banded_toeplitz_mf n=10^4 b=16 q=0.01 sigma=1 (625 rounds)", toeplitz, toeplitz.rounds,
+         None, {"dp-accounting PLD (jax_privacy event)":
+                lambda: _dpa_pld_sg(1.0 / toeplitz.column_norm, 0.01, 625)}),
         ("exponential_mechanism eps=0.5 x10", ExponentialMechanism(0.5), 10, None,
          {"autodp": lambda: _autodp("ExponentialMechanism", (0.5,), 10)}),
         ("exponential_mechanism eps=0.1 x100", ExponentialMechanism(0.1), 100, None,

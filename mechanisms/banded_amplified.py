@@ -11,10 +11,9 @@ Mechanism.  n steps; every record is put in one of b = ``bands`` groups, indepen
 of the other records (a fixed function of a record identifier, or uniformly at random: adding or
 removing a record moves no other record to another group; a random group is a mixture over fixed ones,
 covered by joint convexity); step i draws each record of group (i mod b) independently with
-probability q (``sample_rate``), sums
-their contributions (each clipped to L2 norm ``clip``) into X_i, and the run releases Y = C X + Z with
-C an n x n lower-triangular b-banded matrix (C_ri = 0 unless 0 <= r - i < b) and Z i.i.d. N(0, sigma^2)
-entries.  X_i may depend on the released rows of Y before row i (adaptive training).  Relation:
+probability q (``sample_rate``), sums their contributions (each clipped to L2 norm ``clip``) into X_i,
+and the run releases Y = C X + Z with C an n x n lower-triangular b-banded matrix (C_ri = 0 unless
+0 <= r - i < b) and Z i.i.d. N(0, sigma^2) entries.  X_i may depend on the released rows of Y before row i (adaptive training).  Relation:
 add/remove one record (Poisson sampling; as for :class:`mechanisms.subsampled.SubsampledGaussian`).
 
 Theorem.  With mu = clip max_i |C e_i| / sigma and k = ceil(n / b) (the most participations of one
@@ -31,15 +30,14 @@ other records' contributions to the rows R_j are computed row by row from earlie
 Y_{R_j} is an invertible post-processing (the same map for both neighbours) of
 W_j = C_{R_j, i_j} B_j u_j^T + Z_{R_j}, and u_j depends only on rows before R_j.  By rotation
 invariance of Z, W_j is the subsampled Gaussian pair with shift |C e_{i_j}| |u_j| / sigma <= mu; the
-rows outside the R_j carry no information on x.  (3) Unequal column norms: for mu' <= mu the Gaussian
-pair (N(mu', 1), N(0, 1)) is a post-processing of (N(mu, 1), N(0, 1)) by a kernel K with K N(0, 1) =
-N(0, 1) (Blackwell; the trade-off curve G_mu' >= G_mu), and K applied to (1 - q) N(0, 1) + q N(mu, 1)
-gives (1 - q) N(0, 1) + q N(mu', 1) by linearity, so the pair with the largest column norm dominates
-every participation.  (4) The k blocks compose adaptively: the product of dominating pairs dominates
-the adaptive composition (Zhu, Dong & Wang 2022, adaptive composition of dominating pairs; Zhu's 2023
-thesis, Thm 3.3.4).  Where C is not b-banded lower-triangular, step (1) fails: a column reaching into
-the next participation's rows correlates the blocks (the tests show the output mixture is then no
-longer the product).
+rows outside the R_j carry no information on x.  (3) Unequal column norms: for mu' <= mu the kernel
+K: y -> (mu'/mu) y + sqrt(1 - (mu'/mu)^2) N(0, 1) maps N(0, 1) to N(0, 1) and N(mu, 1) to N(mu', 1),
+hence (1 - q) N(0, 1) + q N(mu, 1) to (1 - q) N(0, 1) + q N(mu', 1) (linearity): the pair of a smaller
+shift is a post-processing of the pair of the largest column norm, which dominates every participation.
+(4) The k blocks compose adaptively: the product of dominating pairs dominates the adaptive composition
+(Zhu, Dong & Wang 2022, adaptive composition of dominating pairs; Zhu's 2023 thesis, Thm 3.3.4).  Where
+C is not b-banded lower-triangular, step (1) fails: a column reaching into the next participation's
+rows correlates the blocks (the tests show the output mixture is then no longer the product).
 
 Exact or upper bound.  The pair is attained (``tight``) when some group with k participations has all
 its columns at the largest norm (e.g. column-normalised C, the form the paper optimises): the other
