@@ -13,8 +13,9 @@ removing a record moves no other record to another group; a random group is a mi
 covered by joint convexity); step i draws each record of group (i mod b) independently with
 probability q (``sample_rate``), sums their contributions (each clipped to L2 norm ``clip``) into X_i,
 and the run releases Y = C X + Z with C an n x n lower-triangular b-banded matrix (C_ri = 0 unless
-0 <= r - i < b) and Z i.i.d. N(0, sigma^2) entries.  X_i may depend on the released rows of Y before row i (adaptive training).  Relation:
-add/remove one record (Poisson sampling; as for :class:`mechanisms.subsampled.SubsampledGaussian`).
+0 <= r - i < b) and Z i.i.d. N(0, sigma^2) entries.  X_i may depend on the released rows of Y before
+row i (adaptive training).  Relation: add/remove one record (Poisson sampling; as for
+:class:`mechanisms.subsampled.SubsampledGaussian`).
 
 Theorem.  With mu = clip max_i |C e_i| / sigma and k = ceil(n / b) (the most participations of one
 record: steps g, g + b, g + 2b, ... < n for its group g), the run is dominated by the k-fold product of
