@@ -169,17 +169,17 @@ def cases():
          1, lambda: _ref_gauss(math.sqrt(16 * 4) / 4.0), {}),
         # DP-BandMF with cyclic Poisson sampling: dp-accounting's event is what jax_privacy's
         # amplified_bandmf_event builds (the subsampled Gaussian, noise / max column norm, ceil(n/b) times)
-        ("amplified_banded_mf n=512 b=8 q=0.05 sigma=1 (64 rounds)", bandmf, bandmf.rounds, None,
+        ("bandmf_cyclic_poisson n=512 b=8 q=0.05 sigma=1 (64 rounds)", bandmf, bandmf.rounds, None,
          {"dp-accounting PLD (jax_privacy event)": lambda: _dpa_pld_sg(1.0 / bandmf.column_norm, 0.05, 64),
           "dp-accounting RDP (jax_privacy event)": lambda: _dpa_rdp_sg(1.0 / bandmf.column_norm, 0.05, 64)}),
-        ("amplified_banded_mf n=512 b=8 q=0.005 sigma=0.8 (64 rounds)", bandmf_small_q, 64, None,
+        ("bandmf_cyclic_poisson n=512 b=8 q=0.005 sigma=0.8 (64 rounds)", bandmf_small_q, 64, None,
          {"dp-accounting PLD (jax_privacy event)":
           lambda: _dpa_pld_sg(0.8 / bandmf_small_q.column_norm, 0.005, 64)}),
-        ("amplified_banded_mf q=1 n=64 b=4 (16 rounds, = matrix_mechanism)", bandmf_full, 16,
+        ("bandmf_cyclic_poisson q=1 n=64 b=4 (16 rounds, = matrix_mechanism)", bandmf_full, 16,
          lambda: _ref_gauss(math.sqrt(16) / 1.5),
          {"dp-accounting PLD (jax_privacy event)":
           lambda: _dpa_pld_sg(1.5 / bandmf_full.column_norm, 1.0, 16)}),
-        ("amplified_banded_toeplitz_mf n=10^4 b=16 q=0.01 sigma=1 (625 rounds)", toeplitz, toeplitz.rounds,
+        ("bandmf_toeplitz_cyclic_poisson n=10^4 b=16 q=0.01 sigma=1 (625 rounds)", toeplitz, toeplitz.rounds,
          None, {"dp-accounting PLD (jax_privacy event)":
                 lambda: _dpa_pld_sg(1.0 / toeplitz.column_norm, 0.01, 625)}),
         ("exponential_mechanism eps=0.5 x10", ExponentialMechanism(0.5), 10, None,

@@ -175,7 +175,7 @@ class AmplifiedBandedMF(_CyclicPoissonBandMF):
     bands: int
     clip: float = 1.0
 
-    name = "amplified_banded_mf"
+    name = "bandmf_cyclic_poisson"
 
     def __post_init__(self):
         _check_common(self)
@@ -262,7 +262,7 @@ class AmplifiedBandedToeplitzMF(_CyclicPoissonBandMF):
     bands: int
     clip: float = 1.0
 
-    name = "amplified_banded_toeplitz_mf"
+    name = "bandmf_toeplitz_cyclic_poisson"
 
     def __post_init__(self):
         _check_common(self)

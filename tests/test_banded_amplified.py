@@ -330,7 +330,7 @@ def test_conformance_and_json_round_trip():
         check_mechanism(m)
         back = registry.from_dict(json.loads(json.dumps(m.to_dict())))
         assert back == m and hash(back) == hash(m)
-    assert "amplified_banded_mf" in registry.available()
+    assert "bandmf_cyclic_poisson" in registry.available()
 
 
 def test_clip_scales_the_sensitivity():
@@ -369,7 +369,7 @@ def test_bad_inputs(kwargs, exc, match):
 
 def test_describe_is_short():
     m = AmplifiedBandedMF(np.eye(300).tolist(), 1.0, 0.1, 1)
-    assert m.describe() == "amplified_banded_mf(C=300x300, sigma=1, sample_rate=0.1, bands=1, clip=1)"
+    assert m.describe() == "bandmf_cyclic_poisson(C=300x300, sigma=1, sample_rate=0.1, bands=1, clip=1)"
 
 
 # ---------------------------------------------------------------------------------------- Toeplitz form
