@@ -175,8 +175,8 @@ def test_rdp_dominates_true_mixture(seed):
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_bands_one_rdp_matches_mixture(n):
-    """b = 1 (each record in every step): n independent subsampled Gaussians; brute force over the 2^n
-    patterns of the lower-bidiagonal... here a diagonal C (the only 1-banded lower-triangular form)."""
+    """b = 1 (each record in every step; C diagonal, the only 1-banded lower-triangular form): brute force
+    over the 2^n participation patterns against n subsampled Gaussians of the largest |C_ii|."""
     c = np.diag([1.0, 0.6, 0.8][:n])
     m = AmplifiedBandedMF(c.tolist(), 1.1, 0.3, 1)
     assert m.rounds == n and not m.tight
