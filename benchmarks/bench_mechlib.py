@@ -11,7 +11,8 @@ scratch).  References (independent of dpcert's routes):
 * discrete Gaussian (one use): Canonne, Kamath & Steinke 2020 Thm 7 by mpmath enumeration;
 * discrete Laplace with sensitivity 1: exact k-fold randomized response (it is the same pair);
 * zCDP: the Canonne-Kamath-Steinke 2020 conversion minimised in mpmath;
-* tree aggregation, matrix mechanism, GNMax: the closed-form Gaussian profile of the composed mu (mpmath);
+* tree aggregation, matrix mechanism, GNMax, amplified banded MF with q = 1: the closed-form Gaussian
+  profile of the composed mu (mpmath);
 * Gaussian mixture, one use: mpmath quadrature of (p - e^eps q)_+ (both directions);
 * noisy screening, one use: brute force over every adjacent Bernoulli pair and output set (mpmath);
 * Gaussian mixture / Skellam / exponential mechanism compositions: no closed form (dpcert's own
@@ -114,9 +115,19 @@ def _ref_bisect(delta_fn, hi: float = 50.0, iters: int = 60):
 
 
 # ------------------------------------------------------------------------------------------ cases
+def _banded_toeplitz(n: int, b: int) -> list:
+    """The n x n lower-triangular b-banded Toeplitz matrix with coefficients 2^-j, column-normalised
+    (every column of the first n - b + 1 has norm 1; the last b - 1 are shorter)."""
+    coef = [0.5**j for j in range(b)]
+    norm = math.sqrt(sum(c * c for c in coef))
+    return [[coef[i - j] / norm if 0 <= i - j < b else 0.0 for j in range(n)] for i in range(n)]
+
+
 def cases():
     from mechanisms import (
         ZCDP,
+        AmplifiedBandedMF,
+        AmplifiedBandedToeplitzMF,
         DiscreteGaussian,
         DiscreteLaplace,
         ExponentialMechanism,
@@ -130,6 +141,10 @@ def cases():
     )
 
     band = [[1.0 if 0 <= i - j < 4 else 0.0 for j in range(64)] for i in range(64)]
+    bandmf = AmplifiedBandedMF(_banded_toeplitz(512, 8), 1.0, 0.05, 8)
+    bandmf_small_q = AmplifiedBandedMF(_banded_toeplitz(512, 8), 0.8, 0.005, 8)
+    bandmf_full = AmplifiedBandedMF([[r / 2.0 for r in row] for row in band], 1.5, 1.0, 4)
+    toeplitz = AmplifiedBandedToeplitzMF([0.5**j for j in range(16)], 10_000, 1.0, 0.01, 16)
     return [
         # (label, mechanism, count, reference or None, {peer: callable})
         ("discrete_gaussian sigma=1 x1", DiscreteGaussian(1.0), 1, lambda: _ref_dg(1.0),
@@ -152,6 +167,21 @@ def cases():
         ("matrix_mechanism 4-banded 64x64, b=4 k=16", MatrixMechanism(band, 4.0, {"min_separation": 4,
                                                                                  "max_participations": 16}),
          1, lambda: _ref_gauss(math.sqrt(16 * 4) / 4.0), {}),
+        # DP-BandMF with cyclic Poisson sampling: dp-accounting's event is what jax_privacy's
+        # amplified_bandmf_event builds (the subsampled Gaussian, noise / max column norm, ceil(n/b) times)
+        ("bandmf_cyclic_poisson n=512 b=8 q=0.05 sigma=1 (64 rounds)", bandmf, bandmf.rounds, None,
+         {"dp-accounting PLD (jax_privacy event)": lambda: _dpa_pld_sg(1.0 / bandmf.column_norm, 0.05, 64),
+          "dp-accounting RDP (jax_privacy event)": lambda: _dpa_rdp_sg(1.0 / bandmf.column_norm, 0.05, 64)}),
+        ("bandmf_cyclic_poisson n=512 b=8 q=0.005 sigma=0.8 (64 rounds)", bandmf_small_q, 64, None,
+         {"dp-accounting PLD (jax_privacy event)":
+          lambda: _dpa_pld_sg(0.8 / bandmf_small_q.column_norm, 0.005, 64)}),
+        ("bandmf_cyclic_poisson q=1 n=64 b=4 (16 rounds, = matrix_mechanism)", bandmf_full, 16,
+         lambda: _ref_gauss(math.sqrt(16) / 1.5),
+         {"dp-accounting PLD (jax_privacy event)":
+          lambda: _dpa_pld_sg(1.5 / bandmf_full.column_norm, 1.0, 16)}),
+        ("bandmf_toeplitz_cyclic_poisson n=10^4 b=16 q=0.01 sigma=1 (625 rounds)", toeplitz, toeplitz.rounds,
+         None, {"dp-accounting PLD (jax_privacy event)":
+                lambda: _dpa_pld_sg(1.0 / toeplitz.column_norm, 0.01, 625)}),
         ("exponential_mechanism eps=0.5 x10", ExponentialMechanism(0.5), 10, None,
          {"autodp": lambda: _autodp("ExponentialMechanism", (0.5,), 10)}),
         ("exponential_mechanism eps=0.1 x100", ExponentialMechanism(0.1), 100, None,
@@ -204,6 +234,18 @@ def _dpa_pld_sg(noise_multiplier, q, k):
 
     def run():
         a = P.PLDAccountant()
+        a.compose(E.SelfComposedDpEvent(E.PoissonSampledDpEvent(q, E.GaussianDpEvent(noise_multiplier)), k))
+        return a.get_epsilon(DELTA)
+
+    return run
+
+
+def _dpa_rdp_sg(noise_multiplier, q, k):
+    from dp_accounting import dp_event as E
+    from dp_accounting.rdp import rdp_privacy_accountant as R
+
+    def run():
+        a = R.RdpAccountant()
         a.compose(E.SelfComposedDpEvent(E.PoissonSampledDpEvent(q, E.GaussianDpEvent(noise_multiplier)), k))
         return a.get_epsilon(DELTA)
 

@@ -3,6 +3,7 @@
 See :mod:`mechanisms.base` for the contract and :mod:`mechanisms.registry` for plug-in registration.
 """
 
+from .banded_amplified import AmplifiedBandedMF, AmplifiedBandedToeplitzMF
 from .base import DIRECTIONS, RELATIONS, Mechanism, UnsupportedRoute
 from .discrete import DiscreteGaussian, DiscreteLaplace, Skellam
 from .gaussian import Gaussian
@@ -38,6 +39,7 @@ __all__ = [
     "GNSS", "GNSSUpperBound", "GeneralizedPTR", "PTRRenyi",
     "DiscreteGaussian", "DiscreteLaplace", "Skellam", "ZCDP",
     "ExponentialMechanism", "BoundedRangeMechanism", "ReportNoisyMax", "PermuteAndFlip", "GaussianMixture",
-    "MatrixMechanism", "TreeAggregation", "GaussianPair",
+    "MatrixMechanism", "TreeAggregation", "AmplifiedBandedMF", "AmplifiedBandedToeplitzMF",
+    "GaussianPair",
     "available", "from_dict", "get", "register",
 ]

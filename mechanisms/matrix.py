@@ -37,8 +37,13 @@ TreeAggregation(sigma, steps, epochs=1, restart=True)
     exact when the relaxation is attained; n <= 4096), or for larger trees the bound
     k depth + k (k - 1) (depth - ceil(log2(b + 1))) (leaves b apart share no block smaller than b + 1).
 
-Amplification by sampling (Poisson / "balls in bins" for banded C, Choquette-Choo et al. 2023/2024) is
-NOT implemented: these blocks assume every participation pattern allowed by (b, k) may occur.
+Amplification by sampling: these blocks assume every participation pattern allowed by (b, k) may occur
+(no sampling randomness).  Cyclic Poisson sampling for a b-banded lower-triangular C (Choquette-Choo,
+Ganesh, McKenna, McMahan, Rush, Guha Thakurta & Xu 2023, Sec. 5) is
+:class:`mechanisms.banded_amplified.AmplifiedBandedMF`: ceil(n / b) Poisson-subsampled Gaussians with
+the largest column norm.  Balls-in-bins sampling with a general C (Choquette-Choo et al. 2024, "Near
+exact privacy amplification for matrix mechanisms") is NOT implemented: its published accounting is a
+Monte Carlo estimate (a guarantee with high probability), not a certified bound.
 """
 
 from __future__ import annotations
