@@ -153,3 +153,18 @@ def test_delta_query_uses_the_split_and_stays_sound():
     truth = float(delta_t2(eps, q, sigma))
     r = pld_delta_bounds([(SubsampledGaussian(sigma=sigma, sample_rate=q), 2)], eps, "remove")
     assert r.lower <= truth <= r.upper
+
+
+def test_auto_still_reruns_the_deferred_contour_after_a_split():
+    """Where the contour's own near-atomic split is exact-grade (q = 1e-3, sigma = 2, T = 100, delta =
+    1e-10), a pld answer that needed the large-step split (round-up cells, ~1e-3 wide) does not stop auto
+    from re-running the deferred contour: the certificate is the contour's, 1e-5 relative wide, and the
+    two certified brackets overlap (each must contain the truth)."""
+    from accountant import PrivacyAccountant
+
+    acct = PrivacyAccountant().compose(SubsampledGaussian(sigma=2.0, sample_rate=1e-3), times=100)
+    c = acct.certificate(delta=1e-10)
+    assert c.method == "cf"
+    assert c.epsilon - c.lower_bound <= 1e-5 * c.epsilon
+    pld = acct.certificate(delta=1e-10, method="pld")
+    assert pld.lower_bound <= c.epsilon and c.lower_bound <= pld.epsilon  # both brackets hold the truth
