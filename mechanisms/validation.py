@@ -36,6 +36,21 @@ def positive(name: str, value) -> float:
     return real(name, value, low=0.0, low_open=True)
 
 
+def nonnegative(name: str, value) -> float:
+    """A finite real number >= 0."""
+    return real(name, value, low=0.0)
+
+
+def half_open_unit(name: str, value) -> float:
+    """A real number in [0, 1) (e.g. the delta of an (eps, delta) block: 0 allowed, 1 vacuous)."""
+    return real(name, value, low=0.0, high=1.0, high_open=True)
+
+
+def open_unit(name: str, value) -> float:
+    """A real number in (0, 1)."""
+    return real(name, value, low=0.0, high=1.0, low_open=True, high_open=True)
+
+
 def probability(name: str, value, *, open_low: bool = False, open_high: bool = False) -> float:
     """A real number in [0, 1] (ends optionally open)."""
     return real(name, value, low=0.0, high=1.0, low_open=open_low, high_open=open_high)
