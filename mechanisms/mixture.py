@@ -115,9 +115,11 @@ class GaussianMixture(Mechanism):
     pld_available = True
     symmetric = False
     relations = ("add_remove",)
+    field_checks = {"sigma": V.positive}
 
     def __post_init__(self):
-        object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
+        super().__post_init__()
+        # the two lists are checked together (types and lengths first), then normalised
         sens = self.sensitivities
         probs = self.probabilities
         if not isinstance(sens, (list, tuple)) or not isinstance(probs, (list, tuple)):
