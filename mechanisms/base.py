@@ -154,6 +154,16 @@ def check(fn: Callable[..., Any], /, *, label: str | None = None, optional: bool
 FieldCheck = Callable[..., Any]
 
 
+def apply_checks(obj: Any, checks: Mapping[str, FieldCheck]) -> None:
+    """Run ``checks`` (field name -> check, as in ``Mechanism.field_checks``) in order on the attributes
+    of ``obj`` and store each normalised value back (``object.__setattr__``: frozen dataclasses too).
+    Also for plain functions that share a mechanism's checks (on a ``types.SimpleNamespace``)."""
+    for name, chk in checks.items():
+        value = getattr(obj, name)
+        value = chk(name, value, obj) if isinstance(chk, Check) else chk(name, value)
+        object.__setattr__(obj, name, value)
+
+
 class Mechanism:
     """Base class of all mechanisms (subclasses are frozen dataclasses)."""
 
@@ -171,10 +181,7 @@ class Mechanism:
     def __post_init__(self) -> None:
         """Run ``field_checks`` in order and store each normalised value; a subclass with checks across
         fields overrides this and calls ``super().__post_init__()`` first."""
-        for name, chk in self.field_checks.items():
-            value = getattr(self, name)
-            value = chk(name, value, self) if isinstance(chk, Check) else chk(name, value)
-            object.__setattr__(self, name, value)
+        apply_checks(self, self.field_checks)
 
     # ------------------------------------------------------------------ RDP
     def rdp(self, alpha) -> np.ndarray:  # pragma: no cover - abstract

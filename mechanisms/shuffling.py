@@ -45,8 +45,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _validate as V
-from .base import Mechanism
+from . import validation as V
+from .base import Mechanism, check
 from .gaussian import Gaussian
 from .registry import register
 
@@ -63,10 +63,11 @@ class _EpochGaussian(Mechanism):
     tight = False  # the Gaussian pair dominates but is not attained (the lower bound is separate)
     pld_available = True
 
-    def _init(self) -> None:
-        object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
-        object.__setattr__(self, "num_steps", V.integer("num_steps", self.num_steps, low=1, high=10**9))
-        object.__setattr__(self, "sensitivity", V.positive("sensitivity", self.sensitivity))
+    field_checks = {"sigma": V.positive, "num_steps": check(V.integer, low=1, high=10**9),
+                    "sensitivity": V.positive}
+
+    def __post_init__(self):
+        super().__post_init__()
         object.__setattr__(self, "_pair", Gaussian(self.sigma, self._shift * self.sensitivity))
 
     @property
@@ -125,9 +126,6 @@ class ShuffledGaussian(_EpochGaussian):
     relations = ("add_remove",)
     _shift = 1.0
 
-    def __post_init__(self):
-        self._init()
-
     def attained_lower_pair(self):
         """Chua et al. (2024)'s datasets: MoG(2 mu) vs MoG(mu), binned largest release per epoch."""
         from .max_statistic import MaxStatisticPair
@@ -151,9 +149,6 @@ class ShuffledGaussianReplaceOne(_EpochGaussian):
     name = "shuffled_gaussian_replace_one"
     relations = ("replace_one",)
     _shift = 2.0
-
-    def __post_init__(self):
-        self._init()
 
     def attained_lower_pair(self):
         from .max_statistic import MaxStatisticPair
