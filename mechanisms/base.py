@@ -414,6 +414,11 @@ class Mechanism:
         return f"{self.name}({inner})"
 
 
+def _forwarded(name: str) -> property:
+    """A read-only property with the value of the dominating mechanism's attribute ``name``."""
+    return property(lambda self: getattr(self.dominating(), name), doc=f"``dominating().{name}``.")
+
+
 class Delegating(Mechanism):
     """A mechanism accounted by the curves of another one: the public delegation hook.
 
@@ -434,18 +439,15 @@ class Delegating(Mechanism):
         when construction is not cheap)."""
         raise NotImplementedError(f"{type(self).__name__} must define dominating()")
 
-    # flags read on instances by the ledger and the routes
-    @property
-    def pld_available(self) -> bool:  # type: ignore[override]
-        return self.dominating().pld_available
-
-    @property
-    def symmetric(self) -> bool:  # type: ignore[override]
-        return self.dominating().symmetric
-
-    @property
-    def poisson_tight(self) -> bool:  # type: ignore[override]
-        return self.dominating().poisson_tight
+    # flags read on instances by the ledger and the routes, and the scalar ends of the curves
+    pld_available = _forwarded("pld_available")  # type: ignore[assignment]
+    symmetric = _forwarded("symmetric")  # type: ignore[assignment]
+    poisson_tight = _forwarded("poisson_tight")  # type: ignore[assignment]
+    pure_epsilon = _forwarded("pure_epsilon")  # type: ignore[assignment]
+    infinite_loss_mass = _forwarded("infinite_loss_mass")  # type: ignore[assignment]
+    gdp_mu = _forwarded("gdp_mu")  # type: ignore[assignment]
+    max_mgf_order = _forwarded("max_mgf_order")  # type: ignore[assignment]
+    log_mgf_error = _forwarded("log_mgf_error")  # type: ignore[assignment]
 
     @property
     def rdp_below_pair(self) -> bool:
@@ -454,26 +456,6 @@ class Delegating(Mechanism):
     # curves
     def rdp(self, alpha):
         return self.dominating().rdp(alpha)
-
-    @property
-    def pure_epsilon(self) -> float:
-        return self.dominating().pure_epsilon
-
-    @property
-    def infinite_loss_mass(self) -> float:
-        return self.dominating().infinite_loss_mass
-
-    @property
-    def gdp_mu(self) -> float | None:
-        return self.dominating().gdp_mu
-
-    @property
-    def max_mgf_order(self) -> float:
-        return self.dominating().max_mgf_order
-
-    @property
-    def log_mgf_error(self) -> float:
-        return self.dominating().log_mgf_error
 
     def mgf_cost(self, t_max: float) -> float:
         return self.dominating().mgf_cost(t_max)
