@@ -172,11 +172,8 @@ class GaussianPair(ContinuousUnlessTrivial):
             return math.sqrt(math.fsum(x * x for x in self.shifts))
         return None
 
-    def log_envelope_fn(self, c: float, direction: str = "remove"):
+    def _density_envelope_fn(self, c: float, direction: str):
         """t -> log |M(c + it)| (exact, non-increasing in |t|; module docstring)."""
-        check_direction(direction)
-        if self._trivial:
-            return lambda t: -math.inf
         err = self.log_mgf_error
         k, beta, kappa = self._arrays
         cc = c if direction == "remove" else -1.0 - c

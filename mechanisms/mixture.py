@@ -231,11 +231,8 @@ class GaussianMixture(ContinuousUnlessTrivial):
             out[i] = max(0.0, (v + MGF_ERROR * 2) / s * (1.0 + 4 * U))
         return out
 
-    def log_envelope_fn(self, c: float, direction: str = "remove"):
+    def _density_envelope_fn(self, c: float, direction: str):
         """t -> min(log M(c), log(TV(H)) - log|t|) (module docstring), non-increasing in t."""
-        check_direction(direction)
-        if self._trivial:
-            return lambda t: -math.inf
         sh = self._s
         add = direction == "add"
         a1 = (1.0 - c) if add else (2.0 + c)
