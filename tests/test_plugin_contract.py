@@ -232,3 +232,40 @@ def test_readme_field_checks_example_runs():
         assert registry.from_dict(m.to_dict()) == m
     finally:
         registry.unregister(cls)
+
+
+def test_conformance_checks_the_declared_field_checks():
+    from mechanisms.conformance import check_mechanism
+
+    def _rdp(self, alpha):
+        return 0.1 * np.asarray(alpha, dtype=float)
+
+    @dataclass(frozen=True)
+    class _Drifting(Mechanism):
+        x: float
+        name = "test_drifting"
+        field_checks = {"x": lambda name, v: float(v) + 1.0}  # not idempotent: a second pass moves x
+        rdp = _rdp
+
+    @dataclass(frozen=True)
+    class _Typo(Mechanism):
+        x: float
+        name = "test_typo"
+        field_checks = {"x": V.positive, "y": V.positive}
+        rdp = _rdp
+
+        def __post_init__(self):  # (skips the declared checks, which would fail on the missing field)
+            pass
+
+    rep = check_mechanism(_Drifting(1.0), strict=False)
+    assert "declared field checks" in rep.checks
+    assert any("not idempotent" in p and "'x'" in p for p in rep.problems)
+    rep = check_mechanism(_Typo(1.0), strict=False)
+    assert any("field_checks name no field: ['y']" in p for p in rep.problems)
+    from mechanisms import registry
+
+    registry.register(_NoisyArgmax)
+    try:
+        assert check_mechanism(_NoisyArgmax(2.0)).ok
+    finally:
+        registry.unregister(_NoisyArgmax)
