@@ -35,7 +35,8 @@ numerical lower bound on its delta is a lower bound on the mechanism's true priv
 
 Field checks are declared once per class in ``field_checks`` (field name -> check, see :func:`check`);
 the base ``__post_init__`` runs them in the mapping's order and stores the normalised values.  Checks
-that involve several fields go in the subclass's ``__post_init__`` after ``super().__post_init__()``.
+that involve several fields go in the subclass's ``__post_init__`` after ``super().__post_init__()``; a
+subclass with more fields extends its parent's mapping (``{**Parent.field_checks, "x": ...}``).
 
 A mechanism accounted by the curves of another one (its dominating pair: GNMax by the Gaussian pair)
 derives from :class:`Delegating` and returns that mechanism from ``dominating()``; every route open to
