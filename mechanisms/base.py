@@ -458,6 +458,8 @@ class Delegating(Mechanism):
     def rdp(self, alpha):
         return self.dominating().rdp(alpha)
 
+    # the cost hints keep their one-argument form (the inner hint at Re s = 0, "remove"): forwarding c and
+    # the direction would change the cf route's work meter and so, at the margin, certificates
     def mgf_cost(self, t_max: float) -> float:
         return self.dominating().mgf_cost(t_max)
 
