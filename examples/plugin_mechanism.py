@@ -26,7 +26,8 @@ B_k = sum_{l > k} w_l e^(-lE)), confirmed at both ends by the certified profile.
 What a plug-in needs (run ``python examples/plugin_mechanism.py``):
 
 * the mechanism: a frozen dataclass on a public base (here :class:`mechanisms.lattice.DiscreteMechanism`,
-  which derives the PLD and the RDP curve from ``_atoms()``), registered with ``@register``;
+  which derives the PLD and the RDP curve from ``_atoms()``), registered with ``@register``, its field
+  checks declared once in ``field_checks`` (:func:`mechanisms.base.check`);
 * the exact route: an object with ``name``, ``applies``, ``epsilon``, ``delta`` returning a
   :class:`conversions.bracket.Bracket`, registered with one line,
   ``routes.register_route(UnaryEncodingExactRoute(), before="cf")``;
@@ -47,6 +48,7 @@ import numpy as np
 from accountant import PrivacyAccountant, routes
 from conversions.bracket import Bracket
 from mechanisms import validation as V
+from mechanisms.base import check, field_ref
 from mechanisms.lattice import DiscreteMechanism
 from mechanisms.registry import register
 
@@ -64,11 +66,9 @@ class UnaryEncoding(DiscreteMechanism):
 
     name = "unary_encoding"
     relations = ("replace_one",)
-
-    def __post_init__(self):
-        object.__setattr__(self, "p", V.real("p", self.p, low=0.0, high=1.0, low_open=True, high_open=True))
-        object.__setattr__(self, "q", V.real("q", self.q, low=0.0, high=self.p, low_open=True,
-                                             high_open=True))
+    # checked in this order by the base class; q's upper end is the checked p
+    field_checks = {"p": V.open_unit,
+                    "q": check(V.real, low=0.0, high=field_ref("p"), low_open=True, high_open=True)}
 
     @classmethod
     def optimized(cls, epsilon: float) -> UnaryEncoding:

@@ -1,10 +1,11 @@
 """Mechanism plug-ins: each a frozen dataclass of parameters with pure, vectorised curve methods.
 
-See :mod:`mechanisms.base` for the contract and :mod:`mechanisms.registry` for plug-in registration.
+See :mod:`mechanisms.base` for the contract (the base classes ``Mechanism`` and ``Delegating``, field checks
+declared with ``check`` / ``field_ref``) and :mod:`mechanisms.registry` for plug-in registration.
 """
 
 from .banded_amplified import AmplifiedBandedMF, AmplifiedBandedToeplitzMF
-from .base import DIRECTIONS, RELATIONS, Mechanism, UnsupportedRoute
+from .base import DIRECTIONS, RELATIONS, Delegating, Mechanism, UnsupportedRoute, check, field_ref
 from .discrete import DiscreteGaussian, DiscreteLaplace, Skellam
 from .gaussian import Gaussian
 from .gaussian_pair import GaussianPair
@@ -30,7 +31,7 @@ from .without_replacement import SampledWithoutReplacement
 from .zcdp import ZCDP
 
 __all__ = [
-    "DIRECTIONS", "RELATIONS", "Mechanism", "UnsupportedRoute",
+    "DIRECTIONS", "RELATIONS", "Mechanism", "Delegating", "UnsupportedRoute", "check", "field_ref",
     "Gaussian", "Laplace", "RandomizedResponse", "PureDP", "ApproxDP",
     "SubsampledGaussian", "SubsampledLaplace", "PoissonSubsampled", "SampledWithoutReplacement",
     "GNMax", "SubsampledGNMax", "NoisyScreening", "SubsampledNoisyScreening", "PrivateKNN",

@@ -32,6 +32,15 @@ Each subclass declares ``name`` (registry key), ``symmetric`` (the remove and ad
 loss distribution), ``tight`` (the dominating pair is attained by some neighbouring datasets, so a
 numerical lower bound on its delta is a lower bound on the mechanism's true privacy profile) and
 ``relations`` (neighbouring relations under which its parameters are meaningful).
+
+Field checks are declared once per class in ``field_checks`` (field name -> check, see :func:`check`);
+the base ``__post_init__`` runs them in the mapping's order and stores the normalised values.  Checks
+that involve several fields go in the subclass's ``__post_init__`` after ``super().__post_init__()``; a
+subclass with more fields extends its parent's mapping (``{**Parent.field_checks, "x": ...}``).
+
+A mechanism accounted by the curves of another one (its dominating pair: GNMax by the Gaussian pair)
+derives from :class:`Delegating` and returns that mechanism from ``dominating()``; every route open to
+the dominating mechanism is then open to it.
 """
 
 from __future__ import annotations
@@ -39,7 +48,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -81,8 +90,87 @@ def envelope_cost(m: Mechanism, c: float, direction: str) -> float:
     return m.envelope_cost(c, direction) if n >= 2 else m.envelope_cost(c)
 
 
+class FieldRef:
+    """The (already checked) value of another field, as a keyword argument of :func:`check`."""
+
+    __slots__ = ("field",)
+
+    def __init__(self, field: str):
+        self.field = field
+
+    def __repr__(self) -> str:
+        return f"field_ref({self.field!r})"
+
+
+def field_ref(field: str) -> FieldRef:
+    """Refer to another field in a :func:`check`, e.g. ``check(V.integer, low=1, high=field_ref("n"))``:
+    the value is read when the check runs, so that field must come earlier in ``field_checks``."""
+    return FieldRef(field)
+
+
+class Check:
+    """A field check: ``fn(label or field name, value, **kwargs)`` returns the normalised value or raises
+    (``TypeError`` / ``ValueError`` naming the parameter).  Build it with :func:`check`."""
+
+    __slots__ = ("fn", "kwargs", "label", "optional")
+
+    def __init__(self, fn: Callable[..., Any], label: str | None, optional: bool, kwargs: dict[str, Any]):
+        self.fn = fn
+        self.label = label
+        self.optional = optional
+        self.kwargs = kwargs
+
+    def __call__(self, name: str, value: Any, mech: Any = None) -> Any:
+        if value is None and self.optional:
+            return None
+        kw = {k: getattr(mech, v.field) if isinstance(v, FieldRef) else v for k, v in self.kwargs.items()}
+        return self.fn(self.label or name, value, **kw)
+
+    def __repr__(self) -> str:
+        return f"check({getattr(self.fn, '__name__', self.fn)!r}, label={self.label!r}, " \
+               f"optional={self.optional!r}, **{self.kwargs!r})"
+
+
+def check(fn: Callable[..., Any], /, *, label: str | None = None, optional: bool = False,
+          **kwargs: Any) -> Check:
+    """Declare a field check for ``Mechanism.field_checks``.
+
+    Parameters
+    ----------
+    fn : callable ``(name, value, **kwargs) -> value``
+        Usually a :mod:`mechanisms.validation` helper (``V.positive``, ``V.real``, ``V.integer``, ...).
+    label : str, optional
+        The parameter name used in error messages (default: the field name).
+    optional : bool
+        ``None`` is accepted and stored as is.
+    **kwargs
+        Passed to ``fn`` (bounds, ...); a :func:`field_ref` is replaced by that field's checked value.
+
+    A plain callable ``(name, value) -> value`` (e.g. ``V.positive``) can stand in ``field_checks``
+    without ``check``.
+    """
+    return Check(fn, label, optional, kwargs)
+
+
+FieldCheck = Callable[..., Any]
+
+
+def apply_checks(obj: Any, checks: Mapping[str, FieldCheck]) -> None:
+    """Run ``checks`` (field name -> check, as in ``Mechanism.field_checks``) in order on the attributes
+    of ``obj`` and store each normalised value back (``object.__setattr__``: frozen dataclasses too).
+    Also for plain functions that share a mechanism's checks (on a ``types.SimpleNamespace``)."""
+    for name, chk in checks.items():
+        value = getattr(obj, name)
+        value = chk(name, value, obj) if isinstance(chk, Check) else chk(name, value)
+        object.__setattr__(obj, name, value)
+
+
 class Mechanism:
     """Base class of all mechanisms (subclasses are frozen dataclasses)."""
+
+    #: field name -> check (a :func:`check` or a callable ``(name, value) -> value``), run in this order
+    #: by ``__post_init__``; the returned (normalised) value is stored in the field
+    field_checks: ClassVar[Mapping[str, FieldCheck]] = {}
 
     name: ClassVar[str] = ""
     symmetric: ClassVar[bool] = True
@@ -90,6 +178,11 @@ class Mechanism:
     pld_available: ClassVar[bool] = False
     poisson_tight: ClassVar[bool] = False  # Poisson-subsampled RDP = the tight L(alpha) (Zhu & Wang 2019)
     relations: ClassVar[tuple[str, ...]] = RELATIONS
+
+    def __post_init__(self) -> None:
+        """Run ``field_checks`` in order and store each normalised value; a subclass with checks across
+        fields overrides this and calls ``super().__post_init__()`` first."""
+        apply_checks(self, self.field_checks)
 
     # ------------------------------------------------------------------ RDP
     def rdp(self, alpha) -> np.ndarray:  # pragma: no cover - abstract
@@ -320,6 +413,93 @@ class Mechanism:
         """One-line human summary, e.g. ``gaussian(sigma=2, sensitivity=1)``."""
         inner = ", ".join(f"{k}={_fmt(v)}" for k, v in self.params().items())
         return f"{self.name}({inner})"
+
+
+def _forwarded(name: str) -> property:
+    """A read-only property with the value of the dominating mechanism's attribute ``name``."""
+    return property(lambda self: getattr(self.dominating(), name), doc=f"``dominating().{name}``.")
+
+
+class Delegating(Mechanism):
+    """A mechanism accounted by the curves of another one: the public delegation hook.
+
+    ``dominating()`` returns a mechanism whose dominating pair dominates this one's (e.g. GNMax -> the
+    Gaussian pair N(Delta, sigma^2) vs N(0, sigma^2), report-noisy-max with Laplace noise -> pure
+    eps-DP).  Every curve method of the contract (RDP, log-MGF, atoms, cells, envelopes, total
+    variation, cost hints) and the flags the routes read (``pld_available``, ``symmetric``,
+    ``poisson_tight``, ``gdp_mu``) are forwarded to it, so the routes open to the dominating mechanism
+    (closed-form mu-GDP, characteristic function, discretised PLD, RDP) are open to this one, with the
+    same numbers: upper bounds for this mechanism.  The subclass keeps its own parameters, ``name``,
+    ``relations``, ``tight`` flag (the dominating pair may not be attained: say ``tight = False`` unless
+    it is) and docstring.  Not forwarded: the single-use closed-form profile (``exact_profile``), which
+    a subclass may declare itself.
+    """
+
+    def dominating(self) -> Mechanism:  # pragma: no cover - abstract
+        """The mechanism whose curves this one is accounted by (build it once, e.g. in ``__post_init__``,
+        when construction is not cheap)."""
+        raise NotImplementedError(f"{type(self).__name__} must define dominating()")
+
+    # flags read on instances by the ledger and the routes, and the scalar ends of the curves
+    pld_available = _forwarded("pld_available")  # type: ignore[assignment]
+    symmetric = _forwarded("symmetric")  # type: ignore[assignment]
+    poisson_tight = _forwarded("poisson_tight")  # type: ignore[assignment]
+    pure_epsilon = _forwarded("pure_epsilon")  # type: ignore[assignment]
+    infinite_loss_mass = _forwarded("infinite_loss_mass")  # type: ignore[assignment]
+    gdp_mu = _forwarded("gdp_mu")  # type: ignore[assignment]
+    max_mgf_order = _forwarded("max_mgf_order")  # type: ignore[assignment]
+    log_mgf_error = _forwarded("log_mgf_error")  # type: ignore[assignment]
+
+    @property
+    def rdp_below_pair(self) -> bool:
+        return bool(getattr(self.dominating(), "rdp_below_pair", False))
+
+    # curves
+    def rdp(self, alpha):
+        return self.dominating().rdp(alpha)
+
+    # the cost hints keep their one-argument form (the inner hint at Re s = 0, "remove"): forwarding c and
+    # the direction would change the cf route's work meter and so, at the margin, certificates
+    def mgf_cost(self, t_max: float) -> float:
+        return self.dominating().mgf_cost(t_max)
+
+    def envelope_cost(self, c: float) -> float:
+        return self.dominating().envelope_cost(c)
+
+    def log_mgf(self, s, direction: str = "remove"):
+        return self.dominating().log_mgf(s, direction)
+
+    def log_mgf_real(self, c: float, direction: str = "remove") -> float:
+        return self.dominating().log_mgf_real(c, direction)
+
+    def pld_atoms(self, direction: str = "remove"):
+        return self.dominating().pld_atoms(direction)
+
+    def pld_cell_masses(self, edges, direction: str = "remove"):
+        return self.dominating().pld_cell_masses(edges, direction)
+
+    def pld_cell_offsets(self, edges, direction: str = "remove"):
+        return self.dominating().pld_cell_offsets(edges, direction)
+
+    def pld_exp_pieces(self, direction: str = "remove"):
+        return self.dominating().pld_exp_pieces(direction)
+
+    def total_variation(self, direction: str = "remove"):
+        return self.dominating().total_variation(direction)
+
+    def log_continuous_envelope(self, c: float, t: float, direction: str = "remove") -> float:
+        return self.dominating().log_continuous_envelope(c, t, direction)
+
+    def log_envelope_fn(self, c: float, direction: str = "remove"):
+        return self.dominating().log_envelope_fn(c, direction)
+
+    def __getattr__(self, name: str):
+        # optional fast paths of the inner mechanism (e.g. ``pld_cells_and_offsets``)
+        if name == "pld_cells_and_offsets":
+            fn = getattr(self.dominating(), name, None)
+            if fn is not None:
+                return fn
+        raise AttributeError(name)
 
 
 def _fmt(v: Any) -> str:

@@ -5,6 +5,8 @@ satisfy whatever its math (they catch sign errors, wrong directions, unnormalise
 serialisation); it does not prove a curve correct -- that needs an independent reference:
 
 * JSON round trip: ``registry.from_dict(json.loads(json.dumps(mech.to_dict())))`` equals ``mech``;
+* declared field checks (``field_checks``): each names a field, and the stored values pass them
+  unchanged (the checks normalise once: a second pass is the identity, type included);
 * scalar properties: ``infinite_loss_mass`` in [0, 1], ``pure_epsilon`` >= 0;
 * RDP: values >= 0 and non-decreasing in alpha where finite (Renyi divergences are non-decreasing in the
   order; van Erven & Harremoes 2014, Thm 3);
@@ -27,13 +29,15 @@ It is self-contained (numpy only) so that third-party plug-ins can run it in the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 
-from .base import DIRECTIONS, Mechanism, UnsupportedRoute
+from .base import DIRECTIONS, Mechanism, UnsupportedRoute, apply_checks
 
 __all__ = ["ConformanceError", "ConformanceReport", "check_mechanism", "example", "DEFAULT_ALPHAS",
            "EXAMPLE_PARAMS"]
@@ -152,6 +156,7 @@ def check_mechanism(mech: Mechanism, *, alphas=None, strict: bool = True,
     rep = ConformanceReport(mech.describe())
     al = np.asarray(DEFAULT_ALPHAS if alphas is None else alphas, dtype=float)
     _check_json(mech, rep)
+    _check_field_checks(mech, rep)
     _check_scalars(mech, rep)
     rdp = _check_rdp(mech, al, rep)
     if mech.pld_available:
@@ -178,6 +183,28 @@ def _check_json(mech: Mechanism, rep: ConformanceReport) -> None:
         return
     if back != mech or back.to_dict() != mech.to_dict():
         rep.problems.append(f"JSON round trip changed the mechanism: {back.describe()} != {mech.describe()}")
+
+
+def _check_field_checks(mech: Mechanism, rep: ConformanceReport) -> None:
+    checks = type(mech).field_checks
+    if not checks or not dataclasses.is_dataclass(mech):
+        return
+    rep.checks.append("declared field checks")
+    values = {f.name: getattr(mech, f.name) for f in dataclasses.fields(mech)}
+    unknown = [k for k in checks if k not in values]
+    if unknown:
+        rep.problems.append(f"field_checks name no field: {unknown}")
+        return
+    again = SimpleNamespace(**values)
+    try:
+        apply_checks(again, checks)
+    except (TypeError, ValueError) as exc:
+        rep.problems.append(f"the stored values fail their own field checks: {exc}")
+        return
+    moved = [k for k, v in values.items() if k in checks
+             and (type(getattr(again, k)) is not type(v) or getattr(again, k) != v)]
+    if moved:
+        rep.problems.append(f"field checks are not idempotent (a second pass changes {moved})")
 
 
 def _check_scalars(mech: Mechanism, rep: ConformanceReport) -> None:

@@ -67,7 +67,7 @@ from ._discrete_kernels import (
     bessel_backward,
 )
 from ._rdp_kernels import rr_k_curve
-from .base import as_complex_array, check_direction
+from .base import as_complex_array, check, check_direction
 from .lattice import AtomicMechanism as _AtomicPLD
 from .registry import register
 
@@ -77,6 +77,8 @@ U = 2.0 ** -53
 LOG_TAIL = -690.0  # atoms of log-mass below this are not enumerated (their mass is infinite_loss_mass)
 MAX_LATTICE_ATOMS = 1 << 18  # beyond this the enumerated window is narrowed (the tail mass grows)
 _NEGLIGIBLE_TAIL = 1e-250  # below this the reported tail mass changes no float result
+#: an integer L1 sensitivity in [1, 10^6] (the lattice noises with a bounded pure epsilon)
+_LATTICE_SENSITIVITY = check(V.integer, low=1, high=10**6)
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -249,10 +251,10 @@ class DiscreteGaussian(_LatticeNoise):
     sensitivity: int = 1
 
     name = "discrete_gaussian"
+    field_checks = {"sigma": V.positive, "sensitivity": check(V.integer, low=1)}
 
     def __post_init__(self):
-        object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
-        object.__setattr__(self, "sensitivity", V.integer("sensitivity", self.sensitivity, low=1))
+        super().__post_init__()
         if self.sigma > 1e12:
             raise ValueError(f"sigma must be <= 1e12 (the lattice window would be meaningless), "
                              f"got {self.sigma!r}")
@@ -334,10 +336,10 @@ class DiscreteLaplace(_LatticeNoise):
     sensitivity: int = 1
 
     name = "discrete_laplace"
+    field_checks = {"scale": V.positive, "sensitivity": _LATTICE_SENSITIVITY}
 
     def __post_init__(self):
-        object.__setattr__(self, "scale", V.positive("scale", self.scale))
-        object.__setattr__(self, "sensitivity", V.integer("sensitivity", self.sensitivity, low=1, high=10**6))
+        super().__post_init__()
         if self.sensitivity / self.scale > 700.0:
             raise ValueError(f"sensitivity / scale must be <= 700 (pure epsilon), got scale={self.scale!r}, "
                              f"sensitivity={self.sensitivity!r}")
@@ -443,10 +445,10 @@ class Skellam(_LatticeNoise):
 
     name = "skellam"
     tight = False
+    field_checks = {"mu": V.positive, "sensitivity": _LATTICE_SENSITIVITY}
 
     def __post_init__(self):
-        object.__setattr__(self, "mu", V.positive("mu", self.mu))
-        object.__setattr__(self, "sensitivity", V.integer("sensitivity", self.sensitivity, low=1, high=10**6))
+        super().__post_init__()
         if not 1e-6 <= self.mu <= 1e10:
             raise ValueError(f"mu must lie in [1e-6, 1e10], got {self.mu!r}")
 

@@ -63,29 +63,30 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _validate as V
-from ._delegate import _Delegating
+from . import validation as V
 from ._fixed_size_kernels import half_line_log_j, half_line_tv
-from .base import Mechanism, as_complex_array, check_direction
+from .base import Delegating, Mechanism, as_complex_array, check, check_direction, field_ref
 from .registry import register
 from .subsampled import SubsampledGaussian, _interpolate_cgf
 
 _SPAN = 80.0
 
 
+def _batch_size(name: str, value, *, dataset_size: int) -> int:
+    """An integer batch size b with 1 <= b <= n (``dataset_size``, already checked)."""
+    b = V.integer(name, value, low=1)
+    if b > dataset_size:
+        raise ValueError(f"{name} must be <= dataset_size, got {name}={b} > dataset_size={dataset_size}")
+    return b
+
+
 class _FixedSizeStep(Mechanism):
     """The parameters of both relations: sigma, batch size b, dataset size n (1 <= b <= n) and clipping
     norm C, checked once here."""
 
-    def _check_fields(self) -> None:
-        object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
-        n = V.integer("dataset_size", self.dataset_size, low=1)
-        b = V.integer("batch_size", self.batch_size, low=1)
-        if b > n:
-            raise ValueError(f"batch_size must be <= dataset_size, got batch_size={b} > dataset_size={n}")
-        object.__setattr__(self, "batch_size", b)
-        object.__setattr__(self, "dataset_size", n)
-        object.__setattr__(self, "sensitivity", V.positive("sensitivity", self.sensitivity))
+    field_checks = {"sigma": V.positive, "dataset_size": check(V.integer, low=1),
+                    "batch_size": check(_batch_size, dataset_size=field_ref("dataset_size")),
+                    "sensitivity": V.positive}
 
     @property
     def sample_rate(self) -> float:
@@ -95,12 +96,12 @@ class _FixedSizeStep(Mechanism):
 
 @register
 @dataclass(frozen=True)
-class FixedSizeGaussian(_FixedSizeStep, _Delegating):
+class FixedSizeGaussian(_FixedSizeStep, Delegating):
     """One DP-SGD step on a uniformly random batch of exactly ``batch_size`` of ``dataset_size`` records.
 
     Add/remove relation (n and b public).  Exactly the dominating pairs of
     ``SubsampledGaussian(sigma, batch_size / dataset_size, 2 * sensitivity)`` (see the module docstring:
-    tight, both directions): every curve is that pair's (:class:`mechanisms._delegate._Delegating`).
+    tight, both directions): every curve is that pair's (:class:`mechanisms.base.Delegating`).
 
     Parameters
     ----------
@@ -124,7 +125,7 @@ class FixedSizeGaussian(_FixedSizeStep, _Delegating):
     relations = ("add_remove",)
 
     def __post_init__(self):
-        self._check_fields()
+        super().__post_init__()
         object.__setattr__(self, "_pair", SubsampledGaussian(self.sigma, self.sample_rate,
                                                              2.0 * self.sensitivity))
 
@@ -133,7 +134,7 @@ class FixedSizeGaussian(_FixedSizeStep, _Delegating):
         """The Poisson-subsampled Gaussian with exactly this step's dominating pairs."""
         return self._pair  # type: ignore[attr-defined]
 
-    def _inner(self) -> SubsampledGaussian:
+    def dominating(self) -> SubsampledGaussian:
         return self._pair  # type: ignore[attr-defined]
 
     def rdp_int(self, alphas) -> np.ndarray:
@@ -160,9 +161,6 @@ class FixedSizeGaussianReplaceOne(_FixedSizeStep):
     tight = False
     pld_available = True
     relations = ("replace_one",)
-
-    def __post_init__(self):
-        self._check_fields()
 
     @property
     def mu(self) -> float:

@@ -48,10 +48,10 @@ class Gaussian(Mechanism):
     name = "gaussian"
     pld_available = True
     poisson_tight = True
+    field_checks = {"sigma": V.positive, "sensitivity": V.positive}
 
     def __post_init__(self):
-        object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
-        object.__setattr__(self, "sensitivity", V.positive("sensitivity", self.sensitivity))
+        super().__post_init__()
         if not self.sensitivity / self.sigma <= MAX_MU:
             # mu^2 (the RDP slope, the ledger's composed mu) overflows beyond this
             raise ValueError(f"sigma / sensitivity must be >= {1 / MAX_MU:g} (mu = sensitivity / sigma <= "

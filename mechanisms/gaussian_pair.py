@@ -35,7 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import validation as V
-from .base import Mechanism, as_complex_array, check_direction
+from ._pairs import ContinuousUnlessTrivial
+from .base import as_complex_array, check_direction
 from .registry import register
 
 __all__ = ["GaussianPair"]
@@ -45,7 +46,7 @@ U = 2.0 ** -53
 
 @register
 @dataclass(frozen=True)
-class GaussianPair(Mechanism):
+class GaussianPair(ContinuousUnlessTrivial):
     """P = N(0, I_d) vs Q = N(shifts, diag(1 / precisions)) (canonical form of two Gaussians).
 
     Parameters
@@ -171,17 +172,8 @@ class GaussianPair(Mechanism):
             return math.sqrt(math.fsum(x * x for x in self.shifts))
         return None
 
-    def pld_atoms(self, direction: str = "remove"):
-        check_direction(direction)
-        if self._trivial:
-            return np.array([0.0]), np.array([1.0])
-        return np.empty(0), np.empty(0)
-
-    def log_envelope_fn(self, c: float, direction: str = "remove"):
+    def _density_envelope_fn(self, c: float, direction: str):
         """t -> log |M(c + it)| (exact, non-increasing in |t|; module docstring)."""
-        check_direction(direction)
-        if self._trivial:
-            return lambda t: -math.inf
         err = self.log_mgf_error
         k, beta, kappa = self._arrays
         cc = c if direction == "remove" else -1.0 - c
@@ -302,7 +294,6 @@ class GaussianPair(Mechanism):
         certified outer set minus e^eps times the second measure of the inner set; lower bound: the
         same difference on the (uncertified) computed set; differences in log space
         (:mod:`mechanisms._profile`)."""
-        from . import validation as V
         from ._profile import hockey_bounds
 
         check_direction(direction)

@@ -30,12 +30,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import validation as V
-from ._delegate import _Delegating
 from ._numerics import log_expm1
 from ._screening_kernels import subsampled_cgf_int
-from .base import Mechanism
+from .base import Delegating
 from .gaussian import Gaussian
 from .registry import register
+from .subsampled import SubsampledGaussian
 
 __all__ = ["GNMax", "SubsampledGNMax", "subsampled_gaussian_rdp", "poisson_subsampled_rdp"]
 
@@ -116,7 +116,7 @@ def subsampled_gaussian_rdp(alpha, sigma: float, sample_rate: float, sensitivity
 
 @register
 @dataclass(frozen=True)
-class GNMax(_Delegating):
+class GNMax(Delegating):
     """Gaussian noisy argmax of a vote histogram: argmax_j (n_j + N(0, sigma^2)).
 
     Parameters
@@ -139,25 +139,25 @@ class GNMax(_Delegating):
 
     name = "gnmax"
     tight = False
+    field_checks = Gaussian.field_checks
 
     def __post_init__(self):
-        # the Gaussian pair checks the fields (sigma, sensitivity > 0, mu <= MAX_MU) with the same messages
-        pair = Gaussian(self.sigma, self.sensitivity)
-        object.__setattr__(self, "sigma", pair.sigma)
-        object.__setattr__(self, "sensitivity", pair.sensitivity)
-        object.__setattr__(self, "_pair", pair)
+        super().__post_init__()
+        # the Gaussian pair adds the check mu <= MAX_MU, with its own message
+        object.__setattr__(self, "_pair", Gaussian(self.sigma, self.sensitivity))
 
     @property
     def mu(self) -> float:
         return self._pair.mu  # type: ignore[attr-defined]
 
-    def _inner(self) -> Mechanism:
+    def dominating(self) -> Gaussian:
+        """The Gaussian pair N(sensitivity, sigma^2) vs N(0, sigma^2) (dominates the argmax)."""
         return self._pair  # type: ignore[attr-defined]
 
 
 @register
 @dataclass(frozen=True)
-class SubsampledGNMax(_Delegating):
+class SubsampledGNMax(Delegating):
     """GNMax on a Poisson subsample with rate ``sample_rate`` (add/remove neighbours).
 
     Accounted by the Poisson-subsampled Gaussian's pairs (``SubsampledGaussian``: its tight RDP, the
@@ -172,13 +172,8 @@ class SubsampledGNMax(_Delegating):
     name = "subsampled_gnmax"
     tight = False
     relations = ("add_remove",)
+    field_checks = SubsampledGaussian.field_checks
 
-    def __post_init__(self):
-        object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
-        object.__setattr__(self, "sample_rate", V.probability("sample_rate", self.sample_rate))
-        object.__setattr__(self, "sensitivity", V.positive("sensitivity", self.sensitivity))
-
-    def _inner(self) -> Mechanism:
-        from .subsampled import SubsampledGaussian
-
+    def dominating(self) -> SubsampledGaussian:
+        """The Poisson-subsampled Gaussian's pairs (dominate the subsampled argmax)."""
         return SubsampledGaussian(self.sigma, self.sample_rate, self.sensitivity)

@@ -229,10 +229,7 @@ class GNSS(Mechanism):
 
     name = "gnss"
     tight = False
-
-    def __post_init__(self):
-        object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
-        object.__setattr__(self, "beta", V.positive("beta", self.beta))
+    field_checks = {"sigma": V.positive, "beta": V.positive}
 
     def rdp(self, alpha) -> np.ndarray:
         a = V.alphas(alpha)
@@ -302,13 +299,7 @@ class GNSSUpperBound(Mechanism):
 
     name = "gnss_upper_bound"
     tight = False
-
-    def __post_init__(self):
-        object.__setattr__(self, "beta", V.positive("beta", self.beta))
-        object.__setattr__(self, "sigma_s", V.positive("sigma_s", self.sigma_s))
-        object.__setattr__(self, "sigma_2", V.positive("sigma_2", self.sigma_2))
-        object.__setattr__(self, "delta_2", V.probability("delta_2", self.delta_2, open_low=True,
-                                                          open_high=True))
+    field_checks = {"beta": V.positive, "sigma_s": V.positive, "sigma_2": V.positive, "delta_2": V.open_unit}
 
     def rdp(self, alpha) -> np.ndarray:
         a = V.alphas(alpha)

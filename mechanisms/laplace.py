@@ -64,10 +64,7 @@ class Laplace(Mechanism):
     name = "laplace"
     pld_available = True
     poisson_tight = True
-
-    def __post_init__(self):
-        object.__setattr__(self, "scale", V.positive("scale", self.scale))
-        object.__setattr__(self, "sensitivity", V.positive("sensitivity", self.sensitivity))
+    field_checks = {"scale": V.positive, "sensitivity": V.positive}
 
     @property
     def a(self) -> float:

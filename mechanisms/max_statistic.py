@@ -35,8 +35,8 @@ from functools import cached_property
 import numpy as np
 from scipy.special import log_ndtr
 
-from . import _validate as V
-from .base import Mechanism, check_direction
+from . import validation as V
+from .base import Mechanism, check, check_direction
 from .randomized_response import _AtomicPLD
 
 #: relative error bound of a bin mass (log_ndtr and the expm1 difference; a 100x margin over the measured)
@@ -89,11 +89,8 @@ class MaxStatisticPair(_AtomicPLD):
     tight = True
     pld_available = True
     relations = ("add_remove", "replace_one")
-
-    def __post_init__(self):
-        object.__setattr__(self, "mu_p", V.real("mu_p", self.mu_p, low=0.0))
-        object.__setattr__(self, "mu_q", V.real("mu_q", self.mu_q, low=0.0))
-        object.__setattr__(self, "num_steps", V.integer("num_steps", self.num_steps, low=1, high=10**9))
+    field_checks = {"mu_p": V.nonnegative, "mu_q": V.nonnegative,
+                    "num_steps": check(V.integer, low=1, high=10**9)}
 
     @cached_property
     def _bins(self) -> tuple[np.ndarray, np.ndarray]:

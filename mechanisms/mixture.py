@@ -43,7 +43,8 @@ import numpy as np
 from . import validation as V
 from ._mixture_kernels import invert_log_g, trapezoid_log_mgf, trapezoid_log_mgf_many, tv_bound
 from ._numerics import log_ndtr_bounds
-from .base import Mechanism, as_complex_array, check_direction
+from ._pairs import ContinuousUnlessTrivial
+from .base import as_complex_array, check_direction
 from .registry import register
 
 __all__ = ["GaussianMixture"]
@@ -90,7 +91,7 @@ def _log_phi_c(x: float) -> float:
 
 @register
 @dataclass(frozen=True)
-class GaussianMixture(Mechanism):
+class GaussianMixture(ContinuousUnlessTrivial):
     """The pair sum_i p_i N(c_i, sigma^2) vs N(0, sigma^2) (add/remove), c_i = ``sensitivities`` >= 0.
 
     Parameters
@@ -115,9 +116,11 @@ class GaussianMixture(Mechanism):
     pld_available = True
     symmetric = False
     relations = ("add_remove",)
+    field_checks = {"sigma": V.positive}
 
     def __post_init__(self):
-        object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
+        super().__post_init__()
+        # the two lists are checked together (types and lengths first), then normalised
         sens = self.sensitivities
         probs = self.probabilities
         if not isinstance(sens, (list, tuple)) or not isinstance(probs, (list, tuple)):
@@ -228,17 +231,8 @@ class GaussianMixture(Mechanism):
             out[i] = max(0.0, (v + MGF_ERROR * 2) / s * (1.0 + 4 * U))
         return out
 
-    def pld_atoms(self, direction: str = "remove"):
-        check_direction(direction)
-        if self._trivial:
-            return np.array([0.0]), np.array([1.0])
-        return np.empty(0), np.empty(0)
-
-    def log_envelope_fn(self, c: float, direction: str = "remove"):
+    def _density_envelope_fn(self, c: float, direction: str):
         """t -> min(log M(c), log(TV(H)) - log|t|) (module docstring), non-increasing in t."""
-        check_direction(direction)
-        if self._trivial:
-            return lambda t: -math.inf
         sh = self._s
         add = direction == "add"
         a1 = (1.0 - c) if add else (2.0 + c)
@@ -352,7 +346,6 @@ class GaussianMixture(Mechanism):
         (``invert_log_g``, verified by evaluation); the upper bound takes the two measures at opposite
         ends of the bracket, the lower bound both at one point (any half-line gives a lower bound);
         both differences in log space (:mod:`mechanisms._profile`)."""
-        from . import validation as V
         from ._profile import hockey_bounds
 
         check_direction(direction)

@@ -48,11 +48,36 @@ import numpy as np
 
 from . import validation as V
 from ._numerics import log_expm1
-from .base import RELATIONS, Mechanism
+from .base import RELATIONS, Mechanism, check
 from .lattice import DiscreteMechanism, rr_atoms
 from .registry import from_dict, register
 
 COMBINE_RULES = ("max", "sum")
+
+
+def _relation(name: str, relation: str) -> str:
+    """A neighbouring relation of :data:`mechanisms.base.RELATIONS`, or "any"."""
+    if relation != "any" and relation not in RELATIONS:
+        raise ValueError(f"{name} must be 'any' or one of {RELATIONS}, got {relation!r}")
+    return relation
+
+
+def _rdp_component(name: str, m: Mechanism) -> Mechanism:
+    """A mechanism of the RDP route: no infinite-loss mass."""
+    if not isinstance(m, Mechanism):
+        raise TypeError(f"{name} must be a Mechanism, got {type(m).__name__}")
+    if m.infinite_loss_mass > 0:
+        raise ValueError(f"{name} must have no infinite-loss mass for the RDP route "
+                         f"(got {m.infinite_loss_mass!r}); use the DP route (GeneralizedPTR)")
+    return m
+
+
+def _orders(name: str, orders) -> tuple[float, ...]:
+    """Renyi orders > 1 as a non-empty tuple of floats."""
+    out = tuple(float(V.alphas([o])[0]) for o in orders)
+    if not out:
+        raise ValueError(f"{name} must be non-empty (or None for all orders)")
+    return out
 
 
 # ---------------------------------------------------------------------------- DP route
@@ -62,8 +87,7 @@ def ptr_total_delta(delta: float, test_delta: float, false_positive: float, comb
     ``combine="max"`` is what the proof of Thm 4.3 establishes (docs/derivations/generalized-ptr.md §1);
     ``"sum"`` is the theorem as printed (``delta + delta_hat + delta'``).
     """
-    if combine not in COMBINE_RULES:
-        raise ValueError(f"combine must be one of {COMBINE_RULES}, got {combine!r}")
+    V.one_of("combine", combine, options=COMBINE_RULES)
     if combine == "max":
         return test_delta + max(delta, false_positive)
     return test_delta + delta + false_positive
@@ -110,19 +134,12 @@ class GeneralizedPTR(DiscreteMechanism):
 
     name = "generalized_ptr"
     tight = False
+    field_checks = {"epsilon": V.nonnegative, "delta": V.half_open_unit, "test_epsilon": V.nonnegative,
+                    "test_delta": V.half_open_unit, "false_positive": V.half_open_unit,
+                    "combine": check(V.one_of, options=COMBINE_RULES), "relation": _relation}
 
     def __post_init__(self):
-        object.__setattr__(self, "epsilon", V.real("epsilon", self.epsilon, low=0.0))
-        object.__setattr__(self, "delta", V.real("delta", self.delta, low=0.0, high=1.0, high_open=True))
-        object.__setattr__(self, "test_epsilon", V.real("test_epsilon", self.test_epsilon, low=0.0))
-        object.__setattr__(self, "test_delta", V.real("test_delta", self.test_delta, low=0.0, high=1.0,
-                                                      high_open=True))
-        object.__setattr__(self, "false_positive", V.real("false_positive", self.false_positive, low=0.0,
-                                                          high=1.0, high_open=True))
-        if self.combine not in COMBINE_RULES:
-            raise ValueError(f"combine must be one of {COMBINE_RULES}, got {self.combine!r}")
-        if self.relation != "any" and self.relation not in RELATIONS:
-            raise ValueError(f"relation must be 'any' or one of {RELATIONS}, got {self.relation!r}")
+        super().__post_init__()
         if self.total_delta >= 1.0:
             raise ValueError(f"total delta {self.total_delta!r} of the PTR certificate must be < 1 "
                              "(test_delta + max(delta, false_positive))")
@@ -237,22 +254,8 @@ class PTRRenyi(Mechanism):
 
     name = "ptr_renyi"
     tight = False
-
-    def __post_init__(self):
-        for f in ("test", "budget", "worst_case"):
-            m = getattr(self, f)
-            if not isinstance(m, Mechanism):
-                raise TypeError(f"{f} must be a Mechanism, got {type(m).__name__}")
-            if m.infinite_loss_mass > 0:
-                raise ValueError(f"{f} must have no infinite-loss mass for the RDP route "
-                                 f"(got {m.infinite_loss_mass!r}); use the DP route (GeneralizedPTR)")
-        object.__setattr__(self, "false_positive", V.real("false_positive", self.false_positive, low=0.0,
-                                                          high=1.0, high_open=True))
-        if self.budget_orders is not None:
-            orders = tuple(float(V.alphas([o])[0]) for o in self.budget_orders)
-            if not orders:
-                raise ValueError("budget_orders must be non-empty (or None for all orders)")
-            object.__setattr__(self, "budget_orders", orders)
+    field_checks = {"test": _rdp_component, "budget": _rdp_component, "worst_case": _rdp_component,
+                    "false_positive": V.half_open_unit, "budget_orders": check(_orders, optional=True)}
 
     def rdp(self, alpha) -> np.ndarray:
         a = V.alphas(alpha)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import validation as V
+from .base import check
 from .lattice import AtomicMechanism, DiscreteMechanism, rr_atoms, rr_power_atoms
 from .registry import register
 
@@ -42,10 +43,7 @@ class RandomizedResponse(DiscreteMechanism):
     k: int = 2
 
     name = "randomized_response"
-
-    def __post_init__(self):
-        object.__setattr__(self, "epsilon", V.real("epsilon", self.epsilon, low=0.0))
-        object.__setattr__(self, "k", V.integer("k", self.k, low=2))
+    field_checks = {"epsilon": V.nonnegative, "k": check(V.integer, low=2)}
 
     @property
     def pure_epsilon(self) -> float:
@@ -66,9 +64,7 @@ class PureDP(DiscreteMechanism):
     epsilon: float
 
     name = "pure_dp"
-
-    def __post_init__(self):
-        object.__setattr__(self, "epsilon", V.real("epsilon", self.epsilon, low=0.0))
+    field_checks = {"epsilon": V.nonnegative}
 
     @property
     def pure_epsilon(self) -> float:
@@ -93,10 +89,7 @@ class ApproxDP(DiscreteMechanism):
     delta: float
 
     name = "approx_dp"
-
-    def __post_init__(self):
-        object.__setattr__(self, "epsilon", V.real("epsilon", self.epsilon, low=0.0))
-        object.__setattr__(self, "delta", V.real("delta", self.delta, low=0.0, high=1.0, high_open=True))
+    field_checks = {"epsilon": V.nonnegative, "delta": V.half_open_unit}
 
     @property
     def pure_epsilon(self) -> float:

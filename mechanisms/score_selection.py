@@ -50,9 +50,8 @@ import numpy as np
 from numba import njit
 
 from . import validation as V
-from ._delegate import _Delegating
 from ._numerics import _g_scalar
-from .base import Mechanism, as_complex_array, check_direction
+from .base import Delegating, Mechanism, as_complex_array, check, check_direction
 from .randomized_response import PureDP
 from .registry import register
 
@@ -62,6 +61,8 @@ __all__ = ["BoundedRange", "BoundedRangeMechanism", "ExponentialMechanism", "Rep
 U = 2.0 ** -53
 NOISES = ("gumbel", "laplace", "exponential")
 MAX_EPS = 500.0
+#: the calibration epsilon of every plug-in here, in [0, MAX_EPS]
+_EPSILON = check(V.real, low=0.0, high=MAX_EPS)
 
 
 @njit(cache=True)
@@ -110,9 +111,7 @@ class BoundedRange(Mechanism):
     #: family and has a larger Renyi divergence (both are valid; see the module docstring)
     rdp_below_pair = True
     epsilon: float
-
-    def _check_eps(self) -> None:
-        object.__setattr__(self, "epsilon", V.real("epsilon", self.epsilon, low=0.0, high=MAX_EPS))
+    field_checks = {"epsilon": _EPSILON}
 
     @property
     def br_epsilon(self) -> float:
@@ -220,9 +219,6 @@ class ExponentialMechanism(BoundedRange):
 
     name = "exponential_mechanism"
 
-    def __post_init__(self):
-        self._check_eps()
-
 
 @register
 @dataclass(frozen=True)
@@ -234,13 +230,10 @@ class BoundedRangeMechanism(BoundedRange):
 
     name = "bounded_range"
 
-    def __post_init__(self):
-        self._check_eps()
-
 
 @register
 @dataclass(frozen=True)
-class ReportNoisyMax(_Delegating):
+class ReportNoisyMax(Delegating):
     """Report-noisy-max calibrated to ``epsilon``-DP: argmax_y (u(D, y) + Z_y).
 
     Parameters
@@ -260,13 +253,10 @@ class ReportNoisyMax(_Delegating):
 
     name = "report_noisy_max"
     tight = False
+    field_checks = {"epsilon": _EPSILON, "noise": check(V.one_of, options=NOISES)}
 
-    def __post_init__(self):
-        object.__setattr__(self, "epsilon", V.real("epsilon", self.epsilon, low=0.0, high=MAX_EPS))
-        if self.noise not in NOISES:
-            raise ValueError(f"noise must be one of {NOISES}, got {self.noise!r}")
-
-    def _inner(self) -> Mechanism:
+    def dominating(self) -> Mechanism:
+        """Gumbel noise: the exponential mechanism's (eps-BR) curves; else pure eps-DP."""
         if self.noise == "gumbel":
             return ExponentialMechanism(self.epsilon)
         return PureDP(self.epsilon)
@@ -274,7 +264,7 @@ class ReportNoisyMax(_Delegating):
 
 @register
 @dataclass(frozen=True)
-class PermuteAndFlip(_Delegating):
+class PermuteAndFlip(Delegating):
     """Permute-and-flip (McKenna & Sheldon 2020, Thm 1) calibrated to ``epsilon``-DP: candidates in random
     order, each accepted with probability exp(eps (u - u*) / (2 Delta)) (Delta / eps scale for monotone
     scores).  Pure eps-DP, accounted by randomized response (exact pair of eps-DP)."""
@@ -283,9 +273,8 @@ class PermuteAndFlip(_Delegating):
 
     name = "permute_and_flip"
     tight = False
+    field_checks = {"epsilon": _EPSILON}
 
-    def __post_init__(self):
-        object.__setattr__(self, "epsilon", V.real("epsilon", self.epsilon, low=0.0, high=MAX_EPS))
-
-    def _inner(self) -> Mechanism:
+    def dominating(self) -> Mechanism:
+        """Pure eps-DP (randomized response)."""
         return PureDP(self.epsilon)

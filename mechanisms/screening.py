@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 from scipy.special import log_ndtr
@@ -60,7 +61,7 @@ from ._screening_kernels import (
     max_binary_rdp_scan,
     mixture_pairs,
 )
-from .base import Mechanism, check_direction
+from .base import Mechanism, apply_checks, check, check_direction, field_ref
 from .gnmax import poisson_subsampled_rdp, subsampled_gaussian_rdp
 from .lattice import AtomicMechanism
 from .registry import register
@@ -154,12 +155,15 @@ def _cached_curve(alpha, key: tuple, make_pairs) -> np.ndarray:
     return np.array([seen[x] for x in flat.tolist()], dtype=float).reshape(a.shape)
 
 
+#: the screening parameters, checked in this order: sigma > 0, threshold finite, k >= 1, 0 <= t_min <= k
+_SCREENING_CHECKS = {"sigma": V.positive, "threshold": V.real, "k": check(V.integer, low=1),
+                     "t_min": check(V.integer, low=0, high=field_ref("k"))}
+
+
 def _check_screening(sigma, threshold, k, t_min):
-    sigma = V.positive("sigma", sigma)
-    threshold = V.real("threshold", threshold)
-    k = V.integer("k", k, low=1)
-    t_min = V.integer("t_min", t_min, low=0, high=k)
-    return sigma, threshold, k, t_min
+    p = SimpleNamespace(sigma=sigma, threshold=threshold, k=k, t_min=t_min)
+    apply_checks(p, _SCREENING_CHECKS)
+    return p.sigma, p.threshold, p.k, p.t_min
 
 
 # --------------------------------------------------------------------------- the dominating pair
@@ -448,12 +452,7 @@ class NoisyScreening(AtomicMechanism):
         RDP only (the single-use exact route still applies)."""
         return max(self.threshold - self.t_min, self.k + 1 - self.threshold) <= PLD_RANGE_SIGMAS * self.sigma
 
-    def __post_init__(self):
-        s, t, k, tm = _check_screening(self.sigma, self.threshold, self.k, self.t_min)
-        object.__setattr__(self, "sigma", s)
-        object.__setattr__(self, "threshold", t)
-        object.__setattr__(self, "k", k)
-        object.__setattr__(self, "t_min", tm)
+    field_checks = _SCREENING_CHECKS
 
     @classmethod
     def thesis_range(cls, sigma: float, threshold: float, k: int, num_classes: int) -> NoisyScreening:
@@ -558,14 +557,7 @@ class SubsampledNoisyScreening(Mechanism):
     name = "subsampled_noisy_screening"
     tight = False
     relations = ("add_remove",)
-
-    def __post_init__(self):
-        s, t, k, tm = _check_screening(self.sigma, self.threshold, self.k, self.t_min)
-        object.__setattr__(self, "sigma", s)
-        object.__setattr__(self, "threshold", t)
-        object.__setattr__(self, "k", k)
-        object.__setattr__(self, "t_min", tm)
-        object.__setattr__(self, "sample_rate", V.probability("sample_rate", self.sample_rate))
+    field_checks = {**_SCREENING_CHECKS, "sample_rate": V.probability}
 
     def rdp(self, alpha) -> np.ndarray:
         if self.sample_rate == 0.0:
@@ -631,21 +623,13 @@ class PrivateKNN(Mechanism):
     name = "private_knn"
     tight = False
     relations = ("add_remove",)
-
-    def __post_init__(self):
-        s, t, k, tm = _check_screening(self.sigma_screen, self.threshold, self.k, self.t_min)
-        object.__setattr__(self, "sigma_screen", s)
-        object.__setattr__(self, "threshold", t)
-        object.__setattr__(self, "k", k)
-        object.__setattr__(self, "t_min", tm)
-        object.__setattr__(self, "sigma_answer", V.positive("sigma_answer", self.sigma_answer))
-        object.__setattr__(self, "sample_rate",
-                           V.probability("sample_rate", self.sample_rate, open_low=True))
-        m = V.integer("num_queries", self.num_queries, low=1)
-        object.__setattr__(self, "num_queries", m)
-        object.__setattr__(self, "answer_cap", V.integer("answer_cap", self.answer_cap, low=0, high=m))
-        object.__setattr__(self, "answer_sensitivity",
-                           V.positive("answer_sensitivity", self.answer_sensitivity))
+    # the screening checks (sigma_screen reported as "sigma"), then the answering step's
+    field_checks = {"sigma_screen": check(V.positive, label="sigma"),
+                    **{k: c for k, c in _SCREENING_CHECKS.items() if k != "sigma"},
+                    "sigma_answer": V.positive, "sample_rate": check(V.probability, open_low=True),
+                    "num_queries": check(V.integer, low=1),
+                    "answer_cap": check(V.integer, low=0, high=field_ref("num_queries")),
+                    "answer_sensitivity": V.positive}
 
     @property
     def screening(self) -> SubsampledNoisyScreening:

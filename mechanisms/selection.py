@@ -59,7 +59,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import validation as V
-from .base import Mechanism, UnsupportedRoute
+from .base import Mechanism, UnsupportedRoute, check
 from .randomized_response import ApproxDP, PureDP
 from .registry import register
 
@@ -103,20 +103,24 @@ class SelectionGuarantee:
 
 
 # --------------------------------------------------------------------------- validation helpers
+_GAMMA = check(V.probability, open_low=True)  # a stopping probability in (0, 1]
+_STEPS = check(V.integer, low=1)  # a cap on the number of candidate runs, >= 1
+
+
 def _eps1(x) -> float:
-    return V.real("epsilon1", x, low=0.0)
+    return V.nonnegative("epsilon1", x)
 
 
 def _delta1(x) -> float:
-    return V.real("delta1", x, low=0.0, high=1.0, high_open=True)
+    return V.half_open_unit("delta1", x)
 
 
 def _gamma(x) -> float:
-    return V.probability("gamma", x, open_low=True)
+    return _GAMMA("gamma", x)
 
 
 def _steps(x, name: str = "max_steps") -> int:
-    return V.integer(name, x, low=1)
+    return _STEPS(name, x)
 
 
 def _expected_truncated(gamma: float, steps: float) -> float:
@@ -349,6 +353,10 @@ class _SelectionMechanism(Mechanism):
     tight = False
     pld_available = True
 
+    def __post_init__(self):
+        super().__post_init__()
+        self.guarantee()  # raises when the resulting delta is vacuous
+
     def guarantee(self) -> SelectionGuarantee:  # pragma: no cover - abstract
         raise UnsupportedRoute(f"{type(self).__name__} must define guarantee()")
 
@@ -401,12 +409,7 @@ class RandomStoppingSelection(_SelectionMechanism):
     delta1: float = 0.0
 
     name = "random_stopping_selection"
-
-    def __post_init__(self):
-        object.__setattr__(self, "epsilon1", _eps1(self.epsilon1))
-        object.__setattr__(self, "gamma", _gamma(self.gamma))
-        object.__setattr__(self, "delta1", _delta1(self.delta1))
-        self.guarantee()
+    field_checks = {"epsilon1": V.nonnegative, "gamma": _GAMMA, "delta1": V.half_open_unit}
 
     def guarantee(self) -> SelectionGuarantee:
         return random_stopping_guarantee(self.epsilon1, self.gamma, self.delta1)
@@ -426,13 +429,8 @@ class TruncatedRandomStoppingSelection(_SelectionMechanism):
     delta1: float = 0.0
 
     name = "truncated_random_stopping_selection"
-
-    def __post_init__(self):
-        object.__setattr__(self, "epsilon1", _eps1(self.epsilon1))
-        object.__setattr__(self, "gamma", _gamma(self.gamma))
-        object.__setattr__(self, "max_steps", _steps(self.max_steps))
-        object.__setattr__(self, "delta1", _delta1(self.delta1))
-        self.guarantee()
+    field_checks = {"epsilon1": V.nonnegative, "gamma": _GAMMA, "max_steps": _STEPS,
+                    "delta1": V.half_open_unit}
 
     def guarantee(self) -> SelectionGuarantee:
         return truncated_random_stopping_guarantee(self.epsilon1, self.gamma, self.max_steps, self.delta1)
@@ -454,14 +452,8 @@ class HardStopSelection(_SelectionMechanism):
     delta2: float
 
     name = "hard_stop_selection"
-
-    def __post_init__(self):
-        object.__setattr__(self, "epsilon1", _eps1(self.epsilon1))
-        object.__setattr__(self, "delta1", _delta1(self.delta1))
-        object.__setattr__(self, "gamma", _gamma(self.gamma))
-        object.__setattr__(self, "delta2", V.real("delta2", self.delta2, low=0.0, high=1.0,
-                                                   low_open=True, high_open=True))
-        self.guarantee()
+    field_checks = {"epsilon1": V.nonnegative, "delta1": V.half_open_unit, "gamma": _GAMMA,
+                    "delta2": V.open_unit}
 
     def guarantee(self) -> SelectionGuarantee:
         return hard_stop_guarantee(self.epsilon1, self.delta1, self.gamma, self.delta2)
@@ -481,14 +473,8 @@ class KnownThresholdSelection(_SelectionMechanism):
     delta1: float = 0.0
 
     name = "known_threshold_selection"
-
-    def __post_init__(self):
-        object.__setattr__(self, "epsilon1", _eps1(self.epsilon1))
-        object.__setattr__(self, "gamma", _gamma(self.gamma))
-        if self.max_steps is not None:
-            object.__setattr__(self, "max_steps", _steps(self.max_steps))
-        object.__setattr__(self, "delta1", _delta1(self.delta1))
-        self.guarantee()
+    field_checks = {"epsilon1": V.nonnegative, "gamma": _GAMMA,
+                    "max_steps": check(V.integer, low=1, optional=True), "delta1": V.half_open_unit}
 
     def guarantee(self) -> SelectionGuarantee:
         return known_threshold_guarantee(self.epsilon1, self.gamma, self.max_steps, self.delta1)

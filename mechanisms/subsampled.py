@@ -231,11 +231,7 @@ class SubsampledGaussian(Mechanism):
     tight = True
     pld_available = True
     relations = ("add_remove",)
-
-    def __post_init__(self):
-        object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
-        object.__setattr__(self, "sample_rate", V.probability("sample_rate", self.sample_rate))
-        object.__setattr__(self, "sensitivity", V.positive("sensitivity", self.sensitivity))
+    field_checks = {"sigma": V.positive, "sample_rate": V.probability, "sensitivity": V.positive}
 
     @property
     def mu(self) -> float:
@@ -479,11 +475,10 @@ class SubsampledGaussianPart(Mechanism):
     tight = False
     pld_available = True
     relations = ("add_remove",)
+    field_checks = SubsampledGaussian.field_checks
 
     def __post_init__(self):
-        object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
-        object.__setattr__(self, "sample_rate", V.probability("sample_rate", self.sample_rate))
-        object.__setattr__(self, "sensitivity", V.positive("sensitivity", self.sensitivity))
+        super().__post_init__()
         if not (0.0 < self.sample_rate < 1.0):
             raise ValueError(f"sample_rate must lie in (0, 1) for a split, got {self.sample_rate!r}")
         if not (isinstance(self.x_cut, int | float) and math.isfinite(self.x_cut)):
@@ -742,6 +737,16 @@ class SubsampledGaussianPart(Mechanism):
         return self.log_envelope_fn(c, direction)(t)
 
 
+def _rdp_base(name: str, base: Mechanism) -> Mechanism:
+    """The base mechanism of :class:`PoissonSubsampled`: a Mechanism without infinite-loss mass."""
+    if not isinstance(base, Mechanism):
+        raise TypeError(f"{name} must be a Mechanism, got {type(base).__name__}")
+    if base.infinite_loss_mass > 0:
+        raise ValueError(f"{name} must have no infinite-loss mass (delta); subsample an (eps, delta) "
+                         "guarantee with ApproxDP(log1p(q*expm1(eps)), q*delta) instead")
+    return base
+
+
 @register
 @dataclass(frozen=True)
 class PoissonSubsampled(Mechanism):
@@ -759,13 +764,7 @@ class PoissonSubsampled(Mechanism):
     tight = False
     relations = ("add_remove",)
 
-    def __post_init__(self):
-        if not isinstance(self.base, Mechanism):
-            raise TypeError(f"base must be a Mechanism, got {type(self.base).__name__}")
-        if self.base.infinite_loss_mass > 0:
-            raise ValueError("base must have no infinite-loss mass (delta); subsample an (eps, delta) "
-                             "guarantee with ApproxDP(log1p(q*expm1(eps)), q*delta) instead")
-        object.__setattr__(self, "sample_rate", V.probability("sample_rate", self.sample_rate))
+    field_checks = {"base": _rdp_base, "sample_rate": V.probability}
 
     @classmethod
     def from_params(cls, params: dict) -> PoissonSubsampled:
@@ -848,12 +847,7 @@ class SubsampledLaplace(Mechanism):
     tight = True
     pld_available = True
     relations = ("add_remove",)
-
-    def __post_init__(self):
-        object.__setattr__(self, "scale", V.positive("scale", self.scale))
-        object.__setattr__(self, "sample_rate", V.probability("sample_rate", self.sample_rate,
-                                                              open_low=True, open_high=True))
-        object.__setattr__(self, "sensitivity", V.positive("sensitivity", self.sensitivity))
+    field_checks = {"scale": V.positive, "sample_rate": V.open_unit, "sensitivity": V.positive}
 
     @property
     def a(self) -> float:

@@ -36,6 +36,28 @@ def positive(name: str, value) -> float:
     return real(name, value, low=0.0, low_open=True)
 
 
+def nonnegative(name: str, value) -> float:
+    """A finite real number >= 0."""
+    return real(name, value, low=0.0)
+
+
+def half_open_unit(name: str, value) -> float:
+    """A real number in [0, 1) (e.g. the delta of an (eps, delta) block: 0 allowed, 1 vacuous)."""
+    return real(name, value, low=0.0, high=1.0, high_open=True)
+
+
+def open_unit(name: str, value) -> float:
+    """A real number in (0, 1)."""
+    return real(name, value, low=0.0, high=1.0, low_open=True, high_open=True)
+
+
+def one_of(name: str, value, *, options: tuple):
+    """``value`` itself if it equals one of ``options`` (a tuple), else ``ValueError`` listing them."""
+    if value not in options:
+        raise ValueError(f"{name} must be one of {options}, got {value!r}")
+    return value
+
+
 def probability(name: str, value, *, open_low: bool = False, open_high: bool = False) -> float:
     """A real number in [0, 1] (ends optionally open)."""
     return real(name, value, low=0.0, high=1.0, low_open=open_low, high_open=open_high)

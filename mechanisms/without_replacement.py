@@ -55,11 +55,7 @@ class SampledWithoutReplacement(DiscreteMechanism):
     name = "sampled_without_replacement"
     tight = False  # the four-point pair of the amplified guarantee, not the step's own pair
     relations = ("replace_one",)
-
-    def __post_init__(self):
-        object.__setattr__(self, "epsilon", V.real("epsilon", self.epsilon, low=0.0))
-        object.__setattr__(self, "delta", V.real("delta", self.delta, low=0.0, high=1.0, high_open=True))
-        object.__setattr__(self, "sample_rate", V.probability("sample_rate", self.sample_rate))
+    field_checks = {"epsilon": V.nonnegative, "delta": V.half_open_unit, "sample_rate": V.probability}
 
     @property
     def amplified_epsilon(self) -> float:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import validation as V
-from .base import Mechanism
+from .base import Mechanism, check
 from .registry import register
 
 __all__ = ["ZCDP", "zcdp_of_gaussian", "zcdp_of_pure_dp", "zcdp_epsilon_classic"]
@@ -68,11 +68,8 @@ class ZCDP(Mechanism):
 
     name = "zcdp"
     tight = False
-
-    def __post_init__(self):
-        object.__setattr__(self, "rho", V.real("rho", self.rho, low=0.0, high=1e150))
-        object.__setattr__(self, "xi", V.real("xi", self.xi, low=0.0, high=1e150))
-        object.__setattr__(self, "delta", V.real("delta", self.delta, low=0.0, high=1.0, high_open=True))
+    field_checks = {"rho": check(V.real, low=0.0, high=1e150), "xi": check(V.real, low=0.0, high=1e150),
+                    "delta": V.half_open_unit}
 
     def rdp(self, alpha) -> np.ndarray:
         """xi + rho alpha (the conditional curve when ``delta`` > 0), rounded up; +inf at alpha = inf

@@ -49,7 +49,7 @@ import numpy as np
 from .. import validation as V
 from .._numerics import stirlerr
 from .._rdp_kernels import rr_k_curve
-from ..base import UnsupportedRoute
+from ..base import UnsupportedRoute, check
 from ..laplace import laplace_rdp
 from ..lattice import AtomicMechanism, rr_power_atoms, rr_rdp
 from ..registry import register
@@ -266,25 +266,26 @@ def _build_plan(tn: str, ts: float, qn: str, qs: float, sens: float, cutoff: int
     return _Plan(mult, c_eff, k_rho, a_rho, k_nu, a_nu, rr_eps, pure_query, log_len, qplus, gammas, logm)
 
 
-def _check_common(obj, sens_name: str = "sensitivity") -> None:
-    object.__setattr__(obj, sens_name, V.positive(sens_name, getattr(obj, sens_name)))
-    object.__setattr__(obj, "cutoff", V.integer("cutoff (c, number of tops before halting)", obj.cutoff,
-                                                 low=1))
-    if not isinstance(obj.resample, (bool, np.bool_)):
-        raise TypeError(f"resample must be a bool, got {type(obj.resample).__name__} {obj.resample!r}")
-    object.__setattr__(obj, "resample", bool(obj.resample))
-    if obj.max_length is not None:
-        object.__setattr__(obj, "max_length", V.integer(
-            "max_length (k_max, number of queries; >= 1, an empty query stream is not a mechanism)",
-            obj.max_length, low=1))
+def _flag(name: str, value, *, show_value: bool = True) -> bool:
+    """A bool (Python or numpy), stored as a Python bool."""
+    if not isinstance(value, (bool, np.bool_)):
+        got = f"{type(value).__name__} {value!r}" if show_value else type(value).__name__
+        raise TypeError(f"{name} must be a bool, got {got}")
+    return bool(value)
 
 
-def _check_qplus_fields(obj) -> None:
-    if not isinstance(obj.nonnegative, (bool, np.bool_)):
-        raise TypeError(f"nonnegative must be a bool, got {type(obj.nonnegative).__name__}")
-    object.__setattr__(obj, "nonnegative", bool(obj.nonnegative))
-    if obj.threshold is not None:
-        object.__setattr__(obj, "threshold", V.real("threshold", obj.threshold))
+_NOISE = check(V.one_of, options=NOISES)
+#: the fields every SVT plug-in shares (after its two noise parameters), checked in this order
+_COMMON_CHECKS = {
+    "sensitivity": V.positive,
+    "cutoff": check(V.integer, label="cutoff (c, number of tops before halting)", low=1),
+    "resample": _flag,
+    "max_length": check(V.integer, low=1, optional=True,
+                        label="max_length (k_max, number of queries; >= 1, an empty query stream is not a "
+                              "mechanism)"),
+}
+#: the fields of the non-negative-queries (Q+) bound
+_QPLUS_CHECKS = {"nonnegative": check(_flag, show_value=False), "threshold": check(V.real, optional=True)}
 
 
 class _SVTBase(AtomicMechanism):
@@ -299,14 +300,10 @@ class _SVTBase(AtomicMechanism):
         """(threshold noise scale, query noise scale): Laplace scale b or Gaussian sigma."""
         return self.threshold_scale, self.query_scale
 
-    def _set_up(self, positives: tuple[str, ...]) -> None:
-        """Check the fields (``positives`` > 0, then the shared ones) and derive the evaluation plan from
-        the noise families (``threshold_noise``, ``query_noise``) and :meth:`_scales`."""
-        for nm in positives:
-            object.__setattr__(self, nm, V.positive(nm, getattr(self, nm)))
-        _check_common(self)
-        if hasattr(self, "nonnegative"):
-            _check_qplus_fields(self)
+    def __post_init__(self):
+        """Check the fields (``field_checks``) and derive the evaluation plan from the noise families
+        (``threshold_noise``, ``query_noise``) and :meth:`_scales`."""
+        super().__post_init__()
         ts, qs = self._scales()
         object.__setattr__(self, "_plan", _build_plan(
             self.threshold_noise, ts, self.query_noise, qs, self.sensitivity, self.cutoff, self.resample,
@@ -435,13 +432,8 @@ class GeneralizedSVT(_SVTBase):
     threshold: float | None = None
 
     name = "generalized_svt"
-
-    def __post_init__(self):
-        for nm in ("threshold_noise", "query_noise"):
-            v = getattr(self, nm)
-            if v not in NOISES:
-                raise ValueError(f"{nm} must be one of {NOISES}, got {v!r}")
-        self._set_up(("threshold_scale", "query_scale"))
+    field_checks = {"threshold_noise": _NOISE, "query_noise": _NOISE, "threshold_scale": V.positive,
+                    "query_scale": V.positive, **_COMMON_CHECKS, **_QPLUS_CHECKS}
 
 
 @register
@@ -479,9 +471,7 @@ class LaplaceSVT(_SVTBase):
     name = "laplace_svt"
     threshold_noise: ClassVar[str] = "laplace"
     query_noise: ClassVar[str] = "laplace"
-
-    def __post_init__(self):
-        self._set_up(("epsilon1", "epsilon2"))
+    field_checks = {"epsilon1": V.positive, "epsilon2": V.positive, **_COMMON_CHECKS}
 
     @property
     def threshold_scale(self) -> float:
@@ -532,9 +522,7 @@ class GaussianSVT(_SVTBase):
     name = "gaussian_svt"
     threshold_noise: ClassVar[str] = "gaussian"
     query_noise: ClassVar[str] = "gaussian"
-
-    def __post_init__(self):
-        self._set_up(("sigma1", "sigma2"))
+    field_checks = {"sigma1": V.positive, "sigma2": V.positive, **_COMMON_CHECKS, **_QPLUS_CHECKS}
 
     def _scales(self) -> tuple[float, float]:
         return self.sigma1, self.sigma2

@@ -29,6 +29,7 @@ from numba import njit
 from .. import validation as V
 from .._rdp_conversion import eps_from_rdp
 from .._rdp_kernels import rr_k_curve
+from ..base import check, field_ref
 from ..lattice import AtomicMechanism, rr_power_atoms
 from ..registry import register
 from .core import RR_ATOMS_MAX, GeneralizedSVT
@@ -153,6 +154,11 @@ class StageWiseSVT(AtomicMechanism):
 
     name = "stagewise_svt"
     tight: ClassVar[bool] = False
+    field_checks = {"cutoff": check(V.integer, label="cutoff (total c)", low=1),
+                    "stage_cutoff": check(V.integer, label="stage_cutoff (c')", low=1,
+                                          high=field_ref("cutoff")),
+                    "stage_delta": V.open_unit, "stage_rule": check(V.one_of, options=STAGE_RULES)}
+
     @property
     def pld_available(self) -> bool:  # type: ignore[override]
         """The stages' atoms RR(eps_s)^m are enumerated for the characteristic-function route only up to
@@ -160,12 +166,8 @@ class StageWiseSVT(AtomicMechanism):
         return self.stages <= RR_ATOMS_MAX
 
     def __post_init__(self):
-        object.__setattr__(self, "cutoff", V.integer("cutoff (total c)", self.cutoff, low=1))
-        object.__setattr__(self, "stage_cutoff", V.integer("stage_cutoff (c')", self.stage_cutoff, low=1,
-                                                           high=self.cutoff))
-        object.__setattr__(self, "stage_delta", V.delta(self.stage_delta, "stage_delta"))
-        if self.stage_rule not in STAGE_RULES:
-            raise ValueError(f"stage_rule must be one of {STAGE_RULES}, got {self.stage_rule!r}")
+        super().__post_init__()
+        # the stage (a GeneralizedSVT) checks and normalises the remaining fields
         stage = GeneralizedSVT(self.threshold_noise, self.threshold_scale, self.query_noise, self.query_scale,
                                self.sensitivity, self.stage_cutoff, self.resample, self.stage_max_length,
                                self.nonnegative, self.threshold)
