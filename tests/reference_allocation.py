@@ -144,7 +144,7 @@ def _hs_once(lr, t: int, mu: float, eps: float, direction: str, h: float, half: 
 
 
 def hockey_stick(lr, t: int, mu: float, eps: float, direction: str = "remove",
-                 h0: float = 0.2, tol: float = 1e-9) -> tuple[float, float]:
+                 h0: float = 0.2, tol: float = 1e-9, hmin: float = 0.02) -> tuple[float, float]:
     """(delta(eps), error estimate) of the pair with likelihood ratio ``lr`` (t >= 2 dimensions)."""
     half = 9.0 + 2.0 * mu
     prev = _hs_once(lr, t, mu, eps, direction, h0, half)
@@ -153,7 +153,7 @@ def hockey_stick(lr, t: int, mu: float, eps: float, direction: str = "remove",
         h /= 2
         cur = _hs_once(lr, t, mu, eps, direction, h, half)
         err = abs(cur - prev)
-        if err <= tol * max(cur, 1e-300) or h < 0.02:
+        if err <= tol * max(cur, 1e-300) or h / 2 < hmin:
             return cur, err
         prev = cur
 
