@@ -25,7 +25,8 @@ Claim format (JSON object, or a TOML table in a ``[[claims]]`` array)::
 ``dpsgd`` (a dict, or a list of dicts for a schedule of phases) takes ``sample_rate`` or
 ``batch_size`` + ``dataset_size`` (q = batch / n), ``noise_multiplier`` (alias ``sigma``), ``steps`` or
 ``epochs`` (steps = epochs * ``steps_per_epoch`` if given, else round(epochs / q)), optional
-``sensitivity`` (default 1) and ``sampling`` (default ``"poisson"``).  Instead of ``dpsgd`` a claim
+``sensitivity`` (default 1) and ``sampling`` (default ``"poisson"``; ``"balls_in_bins"`` also takes
+``steps_per_record`` = k, each record in k uniform steps of every epoch).  Instead of ``dpsgd`` a claim
 may give ``mechanisms``: a list of ``{"name": registry name, "params": {...}, "times": k}`` (or a single
 ``mechanism`` plus ``times``).  A published delta of 0 is audited against the pure-DP epsilon.
 
@@ -320,15 +321,21 @@ def _sampled_phase(acct: PrivacyAccountant, p: dict, scheme: str, sigma: float, 
     else:
         q = _phase_rate(p, where)
         b = n = None
+    k = 1
+    if "steps_per_record" in p:  # random k-out-of-t allocation
+        if scheme != "balls_in_bins":
+            raise ValueError(f"{where}: steps_per_record applies to sampling 'balls_in_bins' only")
+        k = V.integer(f"{where}: steps_per_record", p["steps_per_record"], low=1)
     t = p.get("steps_per_epoch")
-    if t is None:
-        t = -(-n // b) if n is not None else math.ceil(1.0 / q - 1e-9)
+    if t is None:  # the mean batch size is k n / t
+        t = -(-(k * n) // b) if n is not None else math.ceil(k / q - 1e-9)
     t = V.integer(f"{where}: steps_per_epoch", t, low=1)
-    steps = _phase_steps(p, q, where)
+    steps = _phase_steps(p, q / k, where)  # epochs: k / q steps each (k = 1: 1 / q, as for Poisson)
     if b is None:  # only t matters for shuffling and balls-in-bins
         b, n = 1, t
+    kw = {"steps_per_record": k} if k != 1 else {}
     acct.step(sigma=sigma, steps=steps, batch_size=b, dataset_size=n, sampling=scheme, sensitivity=sens,
-              steps_per_epoch=t)
+              steps_per_epoch=t, **kw)
 
 
 def _scheme(raw: object) -> str:

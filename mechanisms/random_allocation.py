@@ -189,6 +189,11 @@ class BallsInBinsGaussian(Mechanism):
         object.__setattr__(self, "num_steps", V.integer("num_steps", self.num_steps, low=1, high=10**9))
         object.__setattr__(self, "sensitivity", V.positive("sensitivity", self.sensitivity))
 
+    @classmethod
+    def example(cls) -> BallsInBinsGaussian:
+        """A representative instance (conformance checks)."""
+        return cls(sigma=1.2, num_steps=5)
+
     @property
     def mu(self) -> float:
         return self.sensitivity / self.sigma
@@ -299,6 +304,11 @@ class RandomAllocationGaussian(Mechanism):
         object.__setattr__(self, "steps_per_record",
                            V.integer("steps_per_record", self.steps_per_record, low=1, high=t))
         object.__setattr__(self, "sensitivity", V.positive("sensitivity", self.sensitivity))
+
+    @classmethod
+    def example(cls) -> RandomAllocationGaussian:
+        """A representative instance (conformance checks): 2 of 7 steps, groups of 3 and 4."""
+        return cls(sigma=1.2, num_steps=7, steps_per_record=2)
 
     @property
     def mu(self) -> float:

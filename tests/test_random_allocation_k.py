@@ -265,3 +265,40 @@ def test_calibrate_sigma_k():
     # 4 epochs x 2 Gaussian uses: mu = sqrt(8) / sigma; the sigma reaching eps = 2 exactly
     s_gauss = brentq(lambda s: _gauss_eps(math.sqrt(8) / s, 1e-5) - 2.0, 0.5, 50.0)
     assert float(s2) <= s_gauss * (1 + 1e-3)
+
+
+def test_state_loads_in_a_fresh_process(tmp_path):
+    """A saved ledger of balls-in-bins epochs (k = 1 and k = 2) loads in a new interpreter, where nothing
+    imported mechanisms.random_allocation before the state is read (registration at package import)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    acct = PrivacyAccountant()
+    acct.step(sigma=1.0, batch_size=20, dataset_size=100, sampling="balls_in_bins", steps=12,
+              steps_per_record=2)
+    acct.step(sigma=1.0, batch_size=20, dataset_size=100, sampling="balls_in_bins", steps=7)
+    path = tmp_path / "state.json"
+    acct.save(path)
+    root = str(Path(__file__).resolve().parent.parent)
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from accountant import PrivacyAccountant; "
+            "a = PrivacyAccountant.load(sys.argv[2]); print(sorted(m.name for m, _ in a.ledger.items()))")
+    out = subprocess.run([sys.executable, "-c", code, root, str(path)], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "['balls_in_bins_gaussian', 'random_allocation_gaussian']"
+
+
+def test_audit_claim_with_steps_per_record():
+    """A claim whose loader places every record in 2 of the epoch's batches is audited against the k-of-t
+    bound: same certificate as the accountant's; 'epochs' count ceil(k n / b) steps each."""
+    from accountant.audit import audit_claim
+
+    claim = {"id": "x", "citation": "c", "source": "s", "notes": "n", "epsilon": 100.0, "delta": 1e-5,
+             "dpsgd": {"noise_multiplier": 1.5, "batch_size": 20, "dataset_size": 100, "epochs": 3,
+                       "sampling": "balls_in_bins", "steps_per_record": 2}}
+    res = audit_claim(claim)
+    assert res.verdict == "consistent"
+    assert res.upper == _cert(1.5, 10, 2, epochs=3, delta=1e-5).epsilon
+    bad = json.loads(json.dumps(claim))
+    bad["dpsgd"]["sampling"] = "shuffle"
+    assert audit_claim(bad).verdict in ("error", "invalid", "unsupported")
