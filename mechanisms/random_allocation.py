@@ -41,19 +41,22 @@ subsampling and random allocation", arXiv 2602.17284): with m = floor(t/k), r = 
 
     (k-of-t allocation)  <=  (1-of-m allocation)^{(k - r)}  (x)  (1-of-(m+1) allocation)^{r}.
 
-Why (the reduction's argument): cut a uniformly random permutation of the t steps into k - r groups of
-m and r groups of m + 1 and use the record in one uniform step of each group, independently; the set of
-used steps is exchangeable and always of size k, hence a uniform k-subset.  Revealing the partition
-(a mixture with the same weights on both sides: joint convexity) leaves k random allocations over
-disjoint groups of steps.  RDP of the composition is the sum over the groups, per direction, of the
-1-of-m curves above (``BallsInBinsGaussian.remove_rdp`` / ``add_rdp``), each capped by the Gaussian
-alpha mu^2 / 2: an **upper bound** (not attained for 1 < k < t).  k = t gives m = 1: exactly the
-k-fold Gaussian alpha k mu^2 / 2, which is also the always-sound cap without amplification (given the
-k-subset the record enters exactly k Gaussian releases; joint convexity).  The lower bound is the sum
-of the t releases of the attaining datasets (others with zero gradient): N(k C, t sigma^2) against
-N(0, t sigma^2), the Gaussian pair with mu' = k mu / sqrt(t) (a post-processing: certified, exact at
-k = t).  Checked against exact computations of the k-of-t pair ((1/C(t,k)) sum_S N(mu 1_S, I_t)
-versus N(0, I_t)) for t <= 5 in tests/test_random_allocation_k.py.
+Why (the reduction's argument): cut a uniformly random permutation of the t steps into k - r groups of m
+and r groups of m + 1 and use the record in one uniform step of each group, independently; the set of
+used steps is exchangeable and always of size k, hence a uniform k-subset.  Revealing the partition (a
+mixture with the same weights on both sides: joint convexity) leaves k random allocations over disjoint
+groups of steps.  For the attaining (non-adaptive) datasets these are independent and the pair is
+exactly the product of the one-step pairs; that the same product dominates adaptively chosen steps
+(groups interleaved in time) is the cited theorem's part (stated there for adaptive compositions of
+steps each dominated by the Gaussian pair, add/remove relation).  RDP of the composition is the sum over
+the groups, per direction, of the 1-of-m curves above (``BallsInBinsGaussian.remove_rdp`` /
+``add_rdp``), each capped by the Gaussian alpha mu^2 / 2: an **upper bound** (not attained for 1 < k <
+t).  k = t gives m = 1: exactly the k-fold Gaussian alpha k mu^2 / 2, which is also the always-sound cap
+without amplification (given the k-subset the record enters exactly k Gaussian releases; joint
+convexity).  The lower bound is the sum of the t releases of the attaining datasets (others with zero
+gradient): N(k C, t sigma^2) against N(0, t sigma^2), the Gaussian pair with mu' = k mu / sqrt(t) (a
+post-processing: certified, exact at k = t).  Checked against exact computations of the k-of-t pair
+((1/C(t,k)) sum_S N(mu 1_S, I_t) versus N(0, I_t)) for t <= 5 in tests/test_random_allocation_k.py.
 
 Composition over epochs is the ledger count (the record's allocations in different epochs are
 independent).  A partial epoch is charged as a full one (its releases are a post-processing of a full
