@@ -103,17 +103,17 @@ def test_add_rdp_above_exact_t3(sigma):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("t,k,hmin", [(3, 2, 0.02), (4, 2, 0.1), (4, 3, 0.1)])
+@pytest.mark.parametrize("t,k,h0,hmin", [(3, 2, 0.2, 0.02), (4, 2, 0.4, 0.2), (4, 3, 0.4, 0.2)])
 @pytest.mark.parametrize("sigma", [0.5, 1.0, 2.0])
-def test_hockey_stick_theorem_and_certificate(t, k, hmin, sigma):
+def test_hockey_stick_theorem_and_certificate(t, k, h0, hmin, sigma):
     """Both directions, eps in {0.25, 1, 3}: exact k-of-t delta <= reduction-pair delta (Feldman &
     Shenfeld's reduction, checked) and <= certified delta; the certified lower bound <= exact delta."""
     mu = 1.0 / sigma
     for eps in (0.25, 1.0, 3.0):
         exact = []
         for d in ("remove", "add"):
-            ex, e1 = hockey_stick(allocation_lr(t, k), t, mu, eps, d, h0=0.2, hmin=hmin)
-            red, e2 = hockey_stick(groups_lr(_sizes(t, k)), t, mu, eps, d, h0=0.2, hmin=hmin)
+            ex, e1 = hockey_stick(allocation_lr(t, k), t, mu, eps, d, h0=h0, hmin=hmin)
+            red, e2 = hockey_stick(groups_lr(_sizes(t, k)), t, mu, eps, d, h0=h0, hmin=hmin)
             assert ex + 10 * e1 <= red - 10 * e2, (d, eps, ex, red)
             exact.append(ex)
         c = _cert(sigma, t, k, epsilon=eps)
