@@ -25,7 +25,8 @@ Claim format (JSON object, or a TOML table in a ``[[claims]]`` array)::
 ``dpsgd`` (a dict, or a list of dicts for a schedule of phases) takes ``sample_rate`` or
 ``batch_size`` + ``dataset_size`` (q = batch / n), ``noise_multiplier`` (alias ``sigma``), ``steps`` or
 ``epochs`` (steps = epochs * ``steps_per_epoch`` if given, else round(epochs / q)), optional
-``sensitivity`` (default 1) and ``sampling`` (default ``"poisson"``).  Instead of ``dpsgd`` a claim
+``sensitivity`` (default 1) and ``sampling`` (default ``"poisson"``; ``"balls_in_bins"`` also takes
+``steps_per_record`` = k, each record in k uniform steps of every epoch).  Instead of ``dpsgd`` a claim
 may give ``mechanisms``: a list of ``{"name": registry name, "params": {...}, "times": k}`` (or a single
 ``mechanism`` plus ``times``).  A published delta of 0 is audited against the pure-DP epsilon.
 

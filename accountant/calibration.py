@@ -265,19 +265,25 @@ def _dpsgd_eps(sigma: float, sample_rate: float, steps: int, delta: float, metho
     return acct.epsilon(delta, method=method)
 
 
-def _sampler(sampling: str, relation: str, batch_size, dataset_size, steps_per_epoch) -> dict | None:
+def _sampler(sampling: str, relation: str, batch_size, dataset_size, steps_per_epoch,
+             steps_per_record=None) -> dict | None:
     """None for Poisson under add/remove (the default path), else the step() keywords of the sampler."""
     from .sampling import normalise_sampling
 
     sampling = normalise_sampling(sampling)
+    if steps_per_record is not None and sampling != "balls_in_bins":
+        raise ValueError("steps_per_record applies to sampling='balls_in_bins' only")
     if sampling == "poisson" and relation == "add_remove":
         if steps_per_epoch is not None:
             raise ValueError("steps_per_epoch applies to sampling='shuffle' or 'balls_in_bins' only")
         return None
     if batch_size is None or dataset_size is None:
         raise TypeError(f"sampling={sampling!r} needs batch_size and dataset_size")
-    return {"sampling": sampling, "relation": relation, "batch_size": batch_size,
-            "dataset_size": dataset_size, "steps_per_epoch": steps_per_epoch}
+    out = {"sampling": sampling, "relation": relation, "batch_size": batch_size,
+           "dataset_size": dataset_size, "steps_per_epoch": steps_per_epoch}
+    if steps_per_record is not None:
+        out["steps_per_record"] = steps_per_record
+    return out
 
 
 def _printer(progress: bool | Callable[[str], None] | None) -> Callable[[str], None] | None:
@@ -310,7 +316,8 @@ def calibrate_sigma(target_epsilon: float, delta: float | None = None, sample_ra
                     dataset_size: int | None = None, target_delta: float | None = None,
                     method: str | None = None, rtol: float = 1e-4,
                     progress: bool | Callable[[str], None] = False, sampling: str = "poisson",
-                    relation: str = "add_remove", steps_per_epoch: int | None = None) -> Calibration:
+                    relation: str = "add_remove", steps_per_epoch: int | None = None,
+                    steps_per_record: int | None = None) -> Calibration:
     """Smallest noise multiplier sigma whose certified epsilon(delta) after ``steps`` DP-SGD steps
     with Poisson sample rate ``sample_rate`` is <= ``target_epsilon`` (to relative tolerance ``rtol``:
     sigma * (1 - rtol) gives epsilon > target).
@@ -319,7 +326,9 @@ def calibrate_sigma(target_epsilon: float, delta: float | None = None, sample_ra
     and ``relation`` calibrate for the batch sampler the training code really uses; the samplers other
     than Poisson need ``batch_size`` and ``dataset_size`` (epochs then count ceil(n / b) steps each
     unless ``steps_per_epoch`` is given).  For "shuffle" the certified epsilon is the no-amplification
-    upper bound (:mod:`mechanisms.shuffling`).
+    upper bound (:mod:`mechanisms.shuffling`).  ``steps_per_record`` = k calibrates balls-in-bins with
+    each record in k of the epoch's steps (epochs then count ceil(k n / b) steps unless
+    ``steps_per_epoch`` is given).
 
     Like Opacus' ``get_noise_multiplier``, the run may be given as ``epochs`` instead of ``steps`` and
     as ``batch_size`` and ``dataset_size`` instead of ``sample_rate`` (see :func:`dpsgd_schedule` for
@@ -332,14 +341,19 @@ def calibrate_sigma(target_epsilon: float, delta: float | None = None, sample_ra
     """
     target = V.real("target_epsilon", target_epsilon, low=0.0, low_open=True)
     delta = _target_delta(delta, target_delta)
-    sampler = _sampler(sampling, relation, batch_size, dataset_size, steps_per_epoch)
+    sampler = _sampler(sampling, relation, batch_size, dataset_size, steps_per_epoch, steps_per_record)
     if sampler is not None and epochs is not None:
         from .sampling import steps_per_epoch as _spe
 
         if steps is not None:
             raise ValueError("give either steps or epochs, not both")
         ep = V.real("epochs", epochs, low=0.0, low_open=True)
-        steps = math.ceil(Fraction(ep) * _spe(batch_size, dataset_size, steps_per_epoch))
+        if steps_per_record is not None and steps_per_epoch is None:  # mean batch size b: t = ceil(k n / b)
+            per_epoch = _spe(batch_size, V.integer("steps_per_record", steps_per_record, low=1)
+                             * V.integer("dataset_size", dataset_size, low=1))
+        else:
+            per_epoch = _spe(batch_size, dataset_size, steps_per_epoch)
+        steps = math.ceil(Fraction(ep) * per_epoch)
         q, _, details = dpsgd_schedule(None, steps, batch_size=batch_size, dataset_size=dataset_size)
         details.update(epochs=ep, steps=steps)
     else:

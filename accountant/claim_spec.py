@@ -219,15 +219,21 @@ def _sampled_phase(acct: PrivacyAccountant, p: dict, scheme: str, sigma: float, 
     else:
         q = _phase_rate(p, where)
         b = n = None
+    k = 1
+    if "steps_per_record" in p:  # random k-out-of-t allocation
+        if scheme != "balls_in_bins":
+            raise ValueError(f"{where}: steps_per_record applies to sampling 'balls_in_bins' only")
+        k = V.integer(f"{where}: steps_per_record", p["steps_per_record"], low=1)
     t = p.get("steps_per_epoch")
-    if t is None:
-        t = -(-n // b) if n is not None else math.ceil(1.0 / q - 1e-9)
+    if t is None:  # the mean batch size is k n / t
+        t = -(-(k * n) // b) if n is not None else math.ceil(k / q - 1e-9)
     t = V.integer(f"{where}: steps_per_epoch", t, low=1)
-    steps = _phase_steps(p, q, where)
+    steps = _phase_steps(p, q / k, where)  # epochs: k / q steps each (k = 1: 1 / q, as for Poisson)
     if b is None:  # only t matters for shuffling and balls-in-bins
         b, n = 1, t
+    kw = {"steps_per_record": k} if k != 1 else {}
     acct.step(sigma=sigma, steps=steps, batch_size=b, dataset_size=n, sampling=scheme, sensitivity=sens,
-              steps_per_epoch=t)
+              steps_per_epoch=t, **kw)
 
 
 def _scheme(raw: object) -> str:

@@ -53,7 +53,12 @@ def _rate_and_steps(args: argparse.Namespace) -> tuple[float | None, int | None,
                 raise cli.CLIError("give either --steps or --epochs")
             from .sampling import steps_per_epoch
 
-            t = steps_per_epoch(args.batch_size, args.dataset_size, args.steps_per_epoch)
+            k = getattr(args, "steps_per_record", None)
+            if k is not None and args.steps_per_epoch is None:  # mean batch size B: t = ceil(k N / B)
+                t = steps_per_epoch(args.batch_size, V.integer("--steps-per-record", k, low=1)
+                                    * V.integer("--dataset-size", args.dataset_size, low=1))
+            else:
+                t = steps_per_epoch(args.batch_size, args.dataset_size, args.steps_per_epoch)
             epochs = V.real("--epochs", args.epochs, low=0.0, low_open=True)
             ratio = _exact(args.epochs) * t
             steps = math.ceil(ratio)
@@ -95,11 +100,17 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    help="how the training code forms batches (default poisson; the others need "
                         "--batch-size and --dataset-size): fixed_size = a uniform batch of exactly B "
                         "records per step, shuffle = a permutation per epoch cut into ceil(N / B) "
-                        "batches, balls_in_bins = every record in one uniform step per epoch")
+                        "batches, balls_in_bins = every record in one uniform step per epoch (or in "
+                        "--steps-per-record uniform steps)")
     p.add_argument("--relation", default="add_remove", choices=["add_remove", "replace_one"],
                    help="neighbouring relation (default add_remove; zero-out for shuffle)")
     p.add_argument("--steps-per-epoch", type=cli.integer, default=None,
-                   help="batches per epoch for shuffle / balls_in_bins (default ceil(N / B))")
+                   help="batches per epoch for shuffle / balls_in_bins (default ceil(N / B), "
+                        "ceil(K N / B) with --steps-per-record K)")
+    p.add_argument("--steps-per-record", type=cli.integer, default=None, metavar="K",
+                   help="balls_in_bins: every record in K uniformly random steps of each epoch, "
+                        "1 <= K <= steps per epoch (default 1; K > 1 is an upper bound without a lower "
+                        "bound beyond the sum of the releases)")
     p.add_argument("--delta", type=cli.number, required=True, help="target delta in (0, 1)")
     p.add_argument("--method", default="auto", choices=METHODS,
                    help="conversion route (default auto: the smallest certified bound)")
@@ -124,11 +135,14 @@ def cmd_dpsgd(args: argparse.Namespace, extra: list[str]) -> int:
         raise cli.CLIError("need --sigma, the sample rate (--sample-rate, or --batch-size with "
                            "--dataset-size) and the number of steps (--steps or --epochs)")
     acct = PrivacyAccountant(relation=args.relation)
+    if args.steps_per_record is not None and args.sampling != "balls_in_bins":
+        raise cli.CLIError("--steps-per-record applies to --sampling balls_in_bins only")
     if args.sampling == "poisson" and args.relation == "add_remove":
         acct.step(sigma=args.sigma, sample_rate=q, steps=steps)
     else:
+        kw = {} if args.steps_per_record is None else {"steps_per_record": args.steps_per_record}
         acct.step(sigma=args.sigma, steps=steps, batch_size=args.batch_size, dataset_size=args.dataset_size,
-                  sampling=args.sampling, steps_per_epoch=args.steps_per_epoch)
+                  sampling=args.sampling, steps_per_epoch=args.steps_per_epoch, **kw)
     cert = acct.certificate(delta=args.delta, method=args.method)
     if args.json:
         print(json.dumps(_with_run(cert.to_dict(), q, steps, how), indent=2, allow_nan=False))
@@ -157,7 +171,8 @@ def cmd_calibrate(args: argparse.Namespace, extra: list[str]) -> int:
                                   progress=progress, batch_size=args.batch_size,
                                   dataset_size=args.dataset_size, sampling=args.sampling,
                                   relation=args.relation,
-                                  steps_per_epoch=args.steps_per_epoch)
+                                  steps_per_epoch=args.steps_per_epoch,
+                                  steps_per_record=args.steps_per_record)
     elif args.sampling != "poisson" or args.relation != "add_remove":
         raise cli.CLIError("--solve steps / sample-rate support --sampling poisson (add/remove) only")
     elif args.solve == "steps":

@@ -79,6 +79,10 @@ class DPCertAccountant:
         Neighbouring relation (add/remove is read as zero-out for shuffled batches).
     steps_per_epoch : int, optional
         Batches per epoch for "shuffle" / "balls_in_bins" (default ceil(n / b)).
+    steps_per_record : int, optional
+        k for "balls_in_bins": every record in k uniformly random steps of each epoch (default 1).  With
+        k > 1 the steps per epoch default to round(1 / sample_rate) (Opacus passes sample_rate =
+        1 / len(data_loader)).
 
     Notes
     -----
@@ -89,7 +93,8 @@ class DPCertAccountant:
     """
 
     def __init__(self, method: str = "auto", *, sampling: str = "poisson", dataset_size: int | None = None,
-                 relation: str = "add_remove", steps_per_epoch: int | None = None):
+                 relation: str = "add_remove", steps_per_epoch: int | None = None,
+                 steps_per_record: int | None = None):
         if not isinstance(method, str):
             raise TypeError(f"method must be a string such as 'auto', got {type(method).__name__}")
         from .sampling import normalise_sampling
@@ -107,6 +112,13 @@ class DPCertAccountant:
         self.dataset_size = None if dataset_size is None else V.integer("dataset_size", dataset_size, low=1)
         self.steps_per_epoch = (None if steps_per_epoch is None
                                 else V.integer("steps_per_epoch", steps_per_epoch, low=1))
+        if steps_per_record is not None:
+            steps_per_record = V.integer("steps_per_record", steps_per_record, low=1)
+            if self.sampling != "balls_in_bins":
+                raise ValueError("steps_per_record applies to sampling='balls_in_bins' only")
+            if steps_per_record == 1:
+                steps_per_record = None
+        self.steps_per_record = steps_per_record
         self._history: list[Row] = []
         self._built: tuple[tuple[Row, ...], PrivacyAccountant] | None = None
 
@@ -207,6 +219,12 @@ class DPCertAccountant:
             for nm, sr, n in rows:
                 if sampling == "poisson":
                     acct.step(sigma=nm, sample_rate=sr, steps=n)
+                elif getattr(self, "steps_per_record", None) is not None:  # k of t steps per record
+                    k = self.steps_per_record
+                    b = max(1, min(self.dataset_size, round(sr * self.dataset_size * k)))
+                    t = self.steps_per_epoch if self.steps_per_epoch is not None else max(k, round(1 / sr))
+                    acct.step(sigma=nm, steps=n, batch_size=b, dataset_size=self.dataset_size,
+                              sampling=sampling, steps_per_epoch=t, steps_per_record=k)
                 else:
                     b = max(1, min(self.dataset_size, round(sr * self.dataset_size)))
                     acct.step(sigma=nm, steps=n, batch_size=b, dataset_size=self.dataset_size,

@@ -222,7 +222,7 @@ class PrivacyAccountant:
     def step(self, sigma: float | None = None, sample_rate: float | None = None, steps: int = 1, *,
              noise_multiplier: float | None = None, sensitivity: float = 1.0,
              batch_size: int | None = None, dataset_size: int | None = None, sampling: str = "poisson",
-             steps_per_epoch: int | None = None) -> PrivacyAccountant:
+             steps_per_epoch: int | None = None, steps_per_record: int | None = None) -> PrivacyAccountant:
         """Record ``steps`` DP-SGD steps with noise multiplier ``sigma`` and clipping norm ``sensitivity``.
 
         ``sampling`` says how the training code forms its batches (:mod:`accountant.sampling`):
@@ -230,8 +230,10 @@ class PrivacyAccountant:
         ``batch_size / dataset_size``), ``"fixed_size"`` (a uniformly random batch of exactly
         ``batch_size`` records every step), ``"shuffle"`` (a random permutation per epoch cut into
         ``steps_per_epoch`` = ceil(n / b) consecutive batches) or ``"balls_in_bins"`` (every record in one
-        uniformly random step per epoch).  Shuffle and balls-in-bins are charged per epoch: an epoch is
-        charged in full when its first step is recorded.
+        uniformly random step per epoch, or in ``steps_per_record`` = k uniformly random steps of the
+        ``steps_per_epoch`` (default ceil(k n / b)); k > 1 is an upper bound, Feldman & Shenfeld 2025).
+        Shuffle and balls-in-bins are charged per epoch: an epoch is charged in full when its first step
+        is recorded.
 
         O(1) per call: repeated calls with the same parameters only increment a counter; with a
         budget, only the first call (and a call past the certified allowance) runs tight queries.
@@ -241,6 +243,8 @@ class PrivacyAccountant:
             if sigma is not None and sigma != noise_multiplier:
                 raise ValueError("give either sigma or noise_multiplier, not both")
             sigma = noise_multiplier
+        if steps_per_record is not None and sampling == "poisson":
+            raise ValueError("steps_per_record applies to sampling='balls_in_bins' only")
         if sampling != "poisson" or sample_rate is None:
             if sigma is None:
                 raise TypeError("step() needs sigma (or noise_multiplier)")
@@ -248,7 +252,7 @@ class PrivacyAccountant:
                 raise TypeError("step() needs sigma (or noise_multiplier) and sample_rate (or batch_size "
                                 "and dataset_size)")
             return self._step_sampled(sigma, sample_rate, steps, sensitivity, batch_size, dataset_size,
-                                      sampling, steps_per_epoch)
+                                      sampling, steps_per_epoch, steps_per_record)
         if sigma is None:
             raise TypeError("step() needs sigma (or noise_multiplier) and sample_rate")
         steps = V.count("steps", steps)
@@ -270,13 +274,14 @@ class PrivacyAccountant:
         return self
 
     def _step_sampled(self, sigma, sample_rate, steps, sensitivity, batch_size, dataset_size, sampling,
-                      steps_per_epoch) -> PrivacyAccountant:
+                      steps_per_epoch, steps_per_record=None) -> PrivacyAccountant:
         """``step`` for the non-default samplers (see :mod:`accountant.sampling`)."""
         from . import sampling as S
 
         mech, t = S.step_mechanism(sampling, self.relation, sigma, sample_rate=sample_rate,
                                    batch_size=batch_size, dataset_size=dataset_size,
-                                   sensitivity=sensitivity, steps_per_epoch_=steps_per_epoch)
+                                   sensitivity=sensitivity, steps_per_epoch_=steps_per_epoch,
+                                   steps_per_record=steps_per_record)
         steps = V.count("steps", steps)
         if t is None:
             return self.compose(mech, steps)

@@ -6,14 +6,17 @@ sampling       batches                           add/remove                     
 "poisson"      each record independently, q      SubsampledGaussian(sigma, q, C) (tight)  not supported
 "fixed_size"   a uniform b-subset every step     FixedSizeGaussian: the Poisson pair with  symmetrised pair
                                                  q = b/n and shift 2C (tight)             (upper bound)
-"balls_in_bins" each record in 1 of t steps per  BallsInBinsGaussian per epoch (RDP;      not supported
-               epoch, independently              pair tight)
+"balls_in_bins" each record in k of t steps per  k = 1: BallsInBinsGaussian per epoch   not supported
+               epoch (a uniform k-subset),       (RDP; pair tight); k > 1:
+               independently                     RandomAllocationGaussian (RDP upper bound,
+                                                 Feldman & Shenfeld's reduction to k 1-of-t/k)
 "shuffle"      a permutation per epoch, t        ShuffledGaussian per epoch (zero-out):   shift 2C
                consecutive batches               mu-GDP upper bound + lower bound
 ============== ================================= ======================================== ==================
 
-t = ``steps_per_epoch`` (default ceil(n / b)).  Per-epoch mechanisms are charged when an epoch *starts*
-(a partial epoch costs a full one in the upper bound and is left out of the lower bound); the
+t = ``steps_per_epoch`` (default ceil(n / b); for balls-in-bins with k = ``steps_per_record`` steps per
+record, ceil(k n / b), so that the mean batch size is b).  Per-epoch mechanisms are charged when an
+epoch *starts* (a partial epoch costs a full one in the upper bound and is left out of the lower bound); the
 accountant keeps the number of steps into the current epoch per configuration.
 """
 
@@ -63,13 +66,20 @@ def steps_per_epoch(batch_size, dataset_size, steps_per_epoch=None) -> int:
 
 def step_mechanism(sampling: str, relation: str, sigma: float, *, sample_rate=None, batch_size=None,
                    dataset_size=None, sensitivity: float = 1.0,
-                   steps_per_epoch_=None) -> tuple[Mechanism, int | None]:
+                   steps_per_epoch_=None, steps_per_record=None) -> tuple[Mechanism, int | None]:
     """(mechanism, t) for one step (Poisson, fixed-size) or one epoch of t steps (shuffle, balls-in-bins).
 
-    ``t`` is None for per-step mechanisms.  Raises ``ValueError`` naming the parameter for bad input and
-    for combinations that have no certified analysis here.
+    ``t`` is None for per-step mechanisms.  ``steps_per_record`` (k, balls-in-bins only, default 1): each
+    record is used in a uniformly random k-subset of the epoch's t steps.  Raises ``ValueError`` naming
+    the parameter for bad input and for combinations that have no certified analysis here.
     """
     sampling = normalise_sampling(sampling)
+    k = 1
+    if steps_per_record is not None:
+        k = V.integer("steps_per_record", steps_per_record, low=1, high=10**9)
+        if sampling != "balls_in_bins" and k != 1:
+            raise ValueError(f"steps_per_record applies to sampling='balls_in_bins' only (got sampling="
+                             f"{sampling!r}, steps_per_record={k})")
     if sampling == "poisson":
         from mechanisms.subsampled import SubsampledGaussian
 
@@ -89,17 +99,23 @@ def step_mechanism(sampling: str, relation: str, sigma: float, *, sample_rate=No
 
         cls = FixedSizeGaussian if relation == "add_remove" else FixedSizeGaussianReplaceOne
         return cls(sigma=sigma, batch_size=b, dataset_size=n, sensitivity=sensitivity), None
-    t = steps_per_epoch(b, n, steps_per_epoch_)
+    t = steps_per_epoch(b, n, steps_per_epoch_) if k == 1 or steps_per_epoch_ is not None \
+        else steps_per_epoch(b, k * n)
+    if k > t:
+        raise ValueError(f"steps_per_record must be <= the number of steps per epoch, got steps_per_record="
+                         f"{k} > steps_per_epoch={t}")
     if sampling == "shuffle":
         from mechanisms.shuffling import ShuffledGaussian, ShuffledGaussianReplaceOne
 
         cls = ShuffledGaussian if relation == "add_remove" else ShuffledGaussianReplaceOne
         return cls(sigma=sigma, num_steps=t, sensitivity=sensitivity), t
-    from mechanisms.random_allocation import BallsInBinsGaussian
+    from mechanisms.random_allocation import BallsInBinsGaussian, RandomAllocationGaussian
 
     if relation != "add_remove":
         raise ValueError("sampling='balls_in_bins' is certified under relation='add_remove' only")
-    return BallsInBinsGaussian(sigma=sigma, num_steps=t, sensitivity=sensitivity), t
+    if k == 1:
+        return BallsInBinsGaussian(sigma=sigma, num_steps=t, sensitivity=sensitivity), t
+    return RandomAllocationGaussian(sigma=sigma, num_steps=t, steps_per_record=k, sensitivity=sensitivity), t
 
 
 def epochs_charged(progress: int, steps: int, t: int) -> tuple[int, int]:

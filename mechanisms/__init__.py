@@ -15,6 +15,7 @@ from .laplace import Laplace
 from .matrix import MatrixMechanism, TreeAggregation
 from .mixture import GaussianMixture
 from .ptr import GeneralizedPTR, PTRRenyi
+from .random_allocation import BallsInBinsGaussian, RandomAllocationGaussian
 from .randomized_response import ApproxDP, PureDP, RandomizedResponse
 from .registry import available, from_dict, get, register
 from .score_selection import BoundedRangeMechanism, ExponentialMechanism, PermuteAndFlip, ReportNoisyMax
@@ -34,6 +35,7 @@ __all__ = [
     "DIRECTIONS", "RELATIONS", "Mechanism", "Delegating", "UnsupportedRoute", "check", "field_ref",
     "Gaussian", "Laplace", "RandomizedResponse", "PureDP", "ApproxDP",
     "SubsampledGaussian", "SubsampledLaplace", "PoissonSubsampled", "SampledWithoutReplacement",
+    "BallsInBinsGaussian", "RandomAllocationGaussian",
     "GNMax", "SubsampledGNMax", "NoisyScreening", "SubsampledNoisyScreening", "PrivateKNN",
     "RandomStoppingSelection", "TruncatedRandomStoppingSelection", "HardStopSelection",
     "KnownThresholdSelection", "LaplaceSVT", "GaussianSVT", "GeneralizedSVT", "StageWiseSVT",

@@ -51,6 +51,10 @@ _REL = 1e-9
 #: test and the route listing of ``dpcert mechanisms``); a plug-in may instead define ``example()``
 EXAMPLE_PARAMS: dict[str, dict] = {
     "approx_dp": {"epsilon": 1.0, "delta": 1e-6},
+    "fixed_size_gaussian": {"sigma": 1.0, "batch_size": 64, "dataset_size": 6400},
+    "fixed_size_gaussian_replace_one": {"sigma": 1.0, "batch_size": 64, "dataset_size": 6400},
+    "shuffled_gaussian": {"sigma": 1.0, "num_steps": 100},
+    "shuffled_gaussian_replace_one": {"sigma": 1.0, "num_steps": 100},
     "bounded_range": {"epsilon": 1.0},
     "discrete_gaussian": {"sigma": 2.0},
     "discrete_laplace": {"scale": 2.0},

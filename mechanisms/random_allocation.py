@@ -1,4 +1,4 @@
-"""Random allocation ("balls-in-bins"): every record is used in exactly one of t steps per epoch.
+"""Random allocation ("balls-in-bins"): every record is used in exactly one (or k) of t steps per epoch.
 
 One epoch of DP-SGD with balls-in-bins batching: each record is placed in one of the t steps uniformly
 at random, independently of the other records (batch sizes are random, mean n / t); step j releases the
@@ -31,6 +31,32 @@ RDP (the curve is the worse of the two directions):
   trapezoid rule in log v (both geometrically convergent for these analytic integrands); the declared
   error ``ADD_LOG_ERROR`` (validated against mpmath in tests/test_random_allocation.py) is added.
 * both capped by the Gaussian mechanism's alpha mu^2 / 2 (each record is used once per epoch).
+
+k of t steps per epoch (``RandomAllocationGaussian``): each record is placed in a uniformly random
+k-subset of the t steps (independently of the other records).  Upper bound by the reduction of Feldman
+& Shenfeld 2025 ("Privacy amplification by random allocation", arXiv 2502.08202: random k-out-of-t
+allocation is dominated by the k-fold composition of random 1-out-of-floor(t/k) allocation), in the
+refined form with the remainder (Feldman & Shenfeld 2026, "Efficient privacy loss accounting for
+subsampling and random allocation", arXiv 2602.17284): with m = floor(t/k), r = t - k m,
+
+    (k-of-t allocation)  <=  (1-of-m allocation)^{(k - r)}  (x)  (1-of-(m+1) allocation)^{r}.
+
+Why (the reduction's argument): cut a uniformly random permutation of the t steps into k - r groups of m
+and r groups of m + 1 and use the record in one uniform step of each group, independently; the set of
+used steps is exchangeable and always of size k, hence a uniform k-subset.  Revealing the partition (a
+mixture with the same weights on both sides: joint convexity) leaves k random allocations over disjoint
+groups of steps.  For the attaining (non-adaptive) datasets these are independent and the pair is
+exactly the product of the one-step pairs; that the same product dominates adaptively chosen steps
+(groups interleaved in time) is the cited theorem's part (stated there for adaptive compositions of
+steps each dominated by the Gaussian pair, add/remove relation).  RDP of the composition is the sum over
+the groups, per direction, of the 1-of-m curves above (``BallsInBinsGaussian.remove_rdp`` /
+``add_rdp``), each capped by the Gaussian alpha mu^2 / 2: an **upper bound** (not attained for 1 < k <
+t).  k = t gives m = 1: exactly the k-fold Gaussian alpha k mu^2 / 2, which is also the always-sound cap
+without amplification (given the k-subset the record enters exactly k Gaussian releases; joint
+convexity).  The lower bound is the sum of the t releases of the attaining datasets (others with zero
+gradient): N(k C, t sigma^2) against N(0, t sigma^2), the Gaussian pair with mu' = k mu / sqrt(t) (a
+post-processing: certified, exact at k = t).  Checked against exact computations of the k-of-t pair
+((1/C(t,k)) sum_S N(mu 1_S, I_t) versus N(0, I_t)) for t <= 5 in tests/test_random_allocation_k.py.
 
 Composition over epochs is the ledger count (the record's allocations in different epochs are
 independent).  A partial epoch is charged as a full one (its releases are a post-processing of a full
@@ -166,6 +192,11 @@ class BallsInBinsGaussian(Mechanism):
         object.__setattr__(self, "num_steps", V.integer("num_steps", self.num_steps, low=1, high=10**9))
         object.__setattr__(self, "sensitivity", V.positive("sensitivity", self.sensitivity))
 
+    @classmethod
+    def example(cls) -> BallsInBinsGaussian:
+        """A representative instance (conformance checks)."""
+        return cls(sigma=1.2, num_steps=5)
+
     @property
     def mu(self) -> float:
         return self.sensitivity / self.sigma
@@ -231,3 +262,123 @@ class BallsInBinsGaussian(Mechanism):
         from .max_statistic import MaxStatisticPair
 
         return MaxStatisticPair(mu_p=self.mu, mu_q=0.0, num_steps=self.num_steps)
+
+
+#: 2^-52: relative rounding margin added to sums of upper bounds (each sum has a few terms)
+_ULP = 2.0**-52
+
+
+@register
+@dataclass(frozen=True)
+class RandomAllocationGaussian(Mechanism):
+    """One epoch of DP-SGD with random k-out-of-t allocation (each record in k of t steps, uniformly).
+
+    Parameters
+    ----------
+    sigma : float
+        Noise standard deviation (the noise multiplier when ``sensitivity`` is 1), > 0.
+    num_steps : int
+        t, the number of steps (batches) per epoch, >= 1.
+    steps_per_record : int
+        k, the number of steps each record is used in per epoch, 1 <= k <= t.
+    sensitivity : float, default 1.0
+        Clipping norm C (the add/remove sensitivity of one step's sum), > 0.
+
+    RDP only, **upper bound** (module docstring): the reduction of Feldman & Shenfeld (2025; remainder
+    form 2026) to k random 1-out-of-m / 1-out-of-(m + 1) allocations, m = floor(t / k), composed
+    direction by direction; relation add/remove.  k = 1 is :class:`BallsInBinsGaussian` (same curve);
+    k = t is exactly the k-fold Gaussian mechanism.  One ledger use = one epoch of t releases.
+    """
+
+    sigma: float
+    num_steps: int
+    steps_per_record: int
+    sensitivity: float = 1.0
+
+    name = "random_allocation_gaussian"
+    symmetric = False
+    tight = False
+    relations = ("add_remove",)
+
+    def __post_init__(self):
+        object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
+        t = V.integer("num_steps", self.num_steps, low=1, high=10**9)
+        object.__setattr__(self, "num_steps", t)
+        object.__setattr__(self, "steps_per_record",
+                           V.integer("steps_per_record", self.steps_per_record, low=1, high=t))
+        object.__setattr__(self, "sensitivity", V.positive("sensitivity", self.sensitivity))
+
+    @classmethod
+    def example(cls) -> RandomAllocationGaussian:
+        """A representative instance (conformance checks): 2 of 7 steps, groups of 3 and 4."""
+        return cls(sigma=1.2, num_steps=7, steps_per_record=2)
+
+    @property
+    def mu(self) -> float:
+        return self.sensitivity / self.sigma
+
+    def groups(self) -> tuple[tuple[int, int], ...]:
+        """((group size, number of groups), ...): k - r groups of m = floor(t / k) steps and r groups of
+        m + 1 steps, r = t - k m."""
+        k, t = self.steps_per_record, self.num_steps
+        m, r = divmod(t, k)
+        return tuple((size, n) for size, n in ((m, k - r), (m + 1, r)) if n > 0)
+
+    def _parts(self) -> list[tuple[BallsInBinsGaussian, int]]:
+        return [(BallsInBinsGaussian(sigma=self.sigma, num_steps=size, sensitivity=self.sensitivity), n)
+                for size, n in self.groups()]
+
+    def remove_rdp(self, alpha) -> np.ndarray:
+        """Upper bound on D_alpha(P || Q) (record present vs absent): the sum over the groups of the
+        1-of-m remove curves, each capped by the Gaussian alpha mu^2 / 2 (rounded up)."""
+        al = V.alphas(alpha)
+        cap = al * self.mu**2 / 2.0
+        tot = np.zeros(al.shape)
+        for part, n in self._parts():
+            tot = tot + n * np.minimum(part.remove_rdp(al), cap)
+        return tot * (1.0 + _ULP * (len(self.groups()) + 2))
+
+    def add_rdp(self, alpha) -> np.ndarray:
+        """Upper bound on D_alpha(Q || P) (record absent vs present): as ``remove_rdp`` with the add
+        curves (orders in (1, 1.5) use the value at 1.5, as for one group)."""
+        al = V.alphas(alpha)
+        cap = al * self.mu**2 / 2.0
+        tot = np.zeros(al.shape)
+        for part, n in self._parts():
+            tot = tot + n * np.minimum(part.add_rdp(al), cap)
+        return tot * (1.0 + _ULP * (len(self.groups()) + 2))
+
+    def rdp(self, alpha) -> np.ndarray:
+        """Worse of the two directions; k = t returns the k-fold Gaussian alpha k mu^2 / 2 exactly, and
+        every order is capped by it (the un-amplified bound)."""
+        al = V.alphas(alpha)
+        k = self.steps_per_record
+        if self.num_steps == k:  # every step uses the record: the k-fold Gaussian (exact)
+            return al * (k * self.mu**2) / 2.0
+        if k == 1:
+            return BallsInBinsGaussian(sigma=self.sigma, num_steps=self.num_steps,
+                                       sensitivity=self.sensitivity).rdp(al)
+        cap = al * (k * self.mu**2) / 2.0
+        return np.minimum(np.maximum(self.remove_rdp(al), self.add_rdp(al)), cap)
+
+    @property
+    def gdp_mu(self) -> float | None:
+        """k = t: the pair is exactly the Gaussian pair with mu sqrt(k); None otherwise."""
+        if self.num_steps == self.steps_per_record:
+            return self.mu * math.sqrt(self.steps_per_record)
+        return None
+
+    def attained_lower_pair(self):
+        """A certified lower-bound pair: the sum of the epoch's t releases for the attaining datasets
+        (others with zero gradient) is N(k C, t sigma^2) with the record and N(0, t sigma^2) without, the
+        Gaussian pair with mu' = k mu / sqrt(t) (a post-processing of the outputs).  k = 1 uses the
+        largest release (:class:`BallsInBinsGaussian`), which is stronger there."""
+        from .gaussian import Gaussian
+
+        k, t = self.steps_per_record, self.num_steps
+        if k == 1:
+            return BallsInBinsGaussian(sigma=self.sigma, num_steps=t,
+                                       sensitivity=self.sensitivity).attained_lower_pair()
+        # sigma' = sigma sqrt(t) / k for sensitivity C; rounded up (a larger sigma' is a weaker pair)
+        return Gaussian(sigma=self.sigma * math.sqrt(t) / k * (1.0 + 4 * 2.0**-53),
+                        sensitivity=self.sensitivity)
