@@ -302,7 +302,8 @@ class _Translator:
         return None
 
     def poisson(self, event: object, name: str, depth: int) -> list[tuple[Mechanism, int]]:
-        from mechanisms.subsampled import PoissonSubsampled, SubsampledGaussian, SubsampledLaplace
+        from mechanisms.poisson_subsampled import PoissonSubsampled, SubsampledLaplace
+        from mechanisms.subsampled import SubsampledGaussian
 
         q = V.probability(f"{name}.sampling_probability", _field(event, "sampling_probability", name))
         inner = _field(event, "event", name)
@@ -448,7 +449,8 @@ def mechanism_to_dp_event(mech: Mechanism, relation: str = "add_remove", module:
     Raises ``ValueError`` naming the mechanism when it has no exact dp-accounting equivalent.
     """
     from mechanisms import Gaussian, Laplace, RandomizedResponse
-    from mechanisms.subsampled import PoissonSubsampled, SubsampledGaussian, SubsampledLaplace
+    from mechanisms.poisson_subsampled import PoissonSubsampled, SubsampledLaplace
+    from mechanisms.subsampled import SubsampledGaussian
 
     relation = _relation(relation)
     dpa = _dp_accounting(module)

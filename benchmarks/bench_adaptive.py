@@ -13,7 +13,8 @@ import numpy as np
 
 from accountant.individual_filter import IndividualRenyiFilter, IndKNNFilter, budget_for_epsilon
 from mechanisms.gnmax import GNMax, SubsampledGNMax
-from mechanisms.screening import NoisyScreening, PrivateKNN, SubsampledNoisyScreening
+from mechanisms.private_knn import PrivateKNN
+from mechanisms.screening import NoisyScreening, SubsampledNoisyScreening
 from mechanisms.selection import (
     HardStopSelection,
     KnownThresholdSelection,

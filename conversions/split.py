@@ -44,7 +44,8 @@ import numpy as np
 
 from mechanisms._numerics import log_expm1_float as _log_expm1
 from mechanisms.base import Mechanism, check_direction
-from mechanisms.subsampled import SubsampledGaussian, SubsampledGaussianPart
+from mechanisms.subsampled import SubsampledGaussian
+from mechanisms.subsampled_part import SubsampledGaussianPart
 
 from . import contour as C
 from . import gaussian_dp

@@ -14,19 +14,21 @@ from .gnss import GNSS, GNSSUpperBound
 from .laplace import Laplace
 from .matrix import MatrixMechanism, TreeAggregation
 from .mixture import GaussianMixture
+from .poisson_subsampled import PoissonSubsampled, SubsampledLaplace
+from .private_knn import PrivateKNN
 from .ptr import GeneralizedPTR, PTRRenyi
 from .random_allocation import BallsInBinsGaussian, RandomAllocationGaussian
 from .randomized_response import ApproxDP, PureDP, RandomizedResponse
 from .registry import available, from_dict, get, register
 from .score_selection import BoundedRangeMechanism, ExponentialMechanism, PermuteAndFlip, ReportNoisyMax
-from .screening import NoisyScreening, PrivateKNN, SubsampledNoisyScreening
+from .screening import NoisyScreening, SubsampledNoisyScreening
 from .selection import (
     HardStopSelection,
     KnownThresholdSelection,
     RandomStoppingSelection,
     TruncatedRandomStoppingSelection,
 )
-from .subsampled import PoissonSubsampled, SubsampledGaussian, SubsampledLaplace
+from .subsampled import SubsampledGaussian
 from .svt import GaussianSVT, GeneralizedSVT, LaplaceSVT, StageWiseSVT
 from .without_replacement import SampledWithoutReplacement
 from .zcdp import ZCDP

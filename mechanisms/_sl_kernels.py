@@ -1,5 +1,5 @@
 """numba kernels of the Poisson-subsampled Laplace mechanism
-(:class:`mechanisms.subsampled.SubsampledLaplace`): the log-MGF and total variation of the continuous
+(:class:`mechanisms.poisson_subsampled.SubsampledLaplace`): the log-MGF and total variation of the continuous
 middle part of its loss law."""
 
 from __future__ import annotations

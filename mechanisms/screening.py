@@ -48,26 +48,20 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
-from scipy.special import log_ndtr
 
 from . import validation as V
 from ._numerics import log_ndtr_bounds
 from ._profile import hockey_bounds_array
-from ._screening_kernels import (
-    log_ndtr_array,
-    max_binary_kl,
-    max_binary_rdp,
-    max_binary_rdp_prep,
-    max_binary_rdp_scan,
-    mixture_pairs,
-)
+from ._screening_kernels import log_ndtr_array, max_binary_kl, mixture_pairs
+from ._screening_max_kernels import max_binary_rdp, max_binary_rdp_prep, max_binary_rdp_scan
 from .base import Mechanism, apply_checks, check, check_direction, field_ref
-from .gnmax import poisson_subsampled_rdp, subsampled_gaussian_rdp
+from .gnmax import poisson_subsampled_rdp
 from .lattice import AtomicMechanism
 from .registry import register
+from .screening_envelope import PLD_RANGE_SIGMAS, _envelope_atoms
 
 __all__ = [
-    "NoisyScreening", "SubsampledNoisyScreening", "PrivateKNN",
+    "NoisyScreening", "SubsampledNoisyScreening",
     "screening_rdp", "screening_rdp_data_dependent", "subsampled_screening_rdp", "max_votes",
 ]
 
@@ -164,114 +158,6 @@ def _check_screening(sigma, threshold, k, t_min):
     p = SimpleNamespace(sigma=sigma, threshold=threshold, k=k, t_min=t_min)
     apply_checks(p, _SCREENING_CHECKS)
     return p.sigma, p.threshold, p.k, p.t_min
-
-
-# --------------------------------------------------------------------------- the dominating pair
-_ENV_CACHE: dict = {}
-_ENV_CACHE_SIZE = 16
-_LOG_TINY = -650.0  # leading / trailing atoms are merged until the end atoms have P-mass >= e^{-650}
-PLD_RANGE_SIGMAS = 35.0  # envelope pair offered when |t - T| <= 35 sigma on the range of t (no tail merge)
-_W_FLOOR = -36.0  # normal coordinate of the merged leading vertex (log Phi(-36) = -652.4)
-_LOG_MIN_ATOM = -700.0  # every P-atom must have a normal (not subnormal) mass
-_MERGE_ULPS = 1e6  # coordinates closer than this many ulps are merged (their interval masses lose digits)
-
-
-def _envelope_vertices(sigma: float, threshold: float, t_min: int, t_max: int):
-    """Vertices of the upper ROC envelope of all adjacent pairs, as normal coordinates (u, w) (docs/
-    derivations/noisy-screening.md §5): the pair (Bern(pi(t + 1)), Bern(pi(t))) contributes the point
-    (Phi(z_t), Phi(z_{t+1})) and the swapped pair the point (Phi(-z_{t+1}), Phi(-z_t)), z_t = (t - T) / sigma.
-    All lie on the Gaussian trade-off curve w = Phi(u + 1/sigma), so every point is a vertex.
-
-    Floating point: the vertices are sorted by their computed u (fl is monotone, so the order agrees
-    with the exact one up to ties), u is rounded down and w up by the rounding of z, the far tails are
-    cut (below) and nearly coincident vertices i, i+1 are merged into (u_i, w_{i+1}) (which dominates
-    both): every true vertex is dominated (u' <= u, w' >= w) by a returned one, so the pair built on them
-    dominates the envelope."""
-    n = t_max - t_min
-    t = np.arange(t_min, t_max, dtype=float)
-    za = (t - threshold) / sigma  # z_t
-    zb = (t + 1.0 - threshold) / sigma  # z_{t+1}
-    u = np.concatenate([za, -zb])
-    w = np.concatenate([zb, -za])
-    order = np.argsort(u, kind="stable")
-    u, w = u[order], w[order]
-    if n == 0:
-        return u, w
-    # outward rounding of the coordinates (z = (t - T) / sigma carries <= 2 ulps)
-    u = u - 4.0 * U * np.abs(u) - 1e-300
-    w = w + 4.0 * U * np.abs(w) + 1e-300
-    # trailing vertices with a P-tail 1 - Phi(w) below e^{-650}: replaced by (u_j1, +inf) at the first such
-    # vertex j1 (it dominates them all); the atom after it then has P-mass 0 (its Q-mass is P-null, which
-    # only a set S containing it could use, at a cost), so every P-atom keeps a representable mass.
-    # (Done before the merging below, which then runs on the few thousand vertices that matter.)
-    tail = np.asarray(log_ndtr(-w), dtype=float)
-    far = tail < _LOG_TINY
-    if far.any():
-        j1 = int(np.argmax(far))
-        u = u[:j1 + 1]
-        w = np.concatenate([w[:j1], [math.inf]])
-    # leading vertices 0..j0-1 whose P-mass Phi(w) is below e^{-650}: replaced by the one vertex
-    # (u_0, max(w_0..w_{j0-1}, -36)) (log Phi(-36) = -652.4), which dominates them all and costs at most
-    # e^{-650} of P-mass (w is sorted with u up to rounding; the merging below absorbs any inversion)
-    lw = np.asarray(log_ndtr(w), dtype=float)
-    j0 = int(np.argmax(lw >= _LOG_TINY)) if (lw >= _LOG_TINY).any() else w.size
-    if j0 > 0:
-        w_first = max(float(np.max(w[:j0])), _W_FLOOR)
-        u = np.concatenate([u[:1], u[j0:]])
-        w = np.concatenate([[w_first], w[j0:]])
-    # nearly coincident vertices i, i + 1 (closer than the merge gap in u or w, or w out of order) become
-    # (u_i, max(w_i, w_{i+1}))
-    keep_u, keep_w = [float(u[0])], [float(w[0])]
-    for ui, wi in zip(u[1:].tolist(), w[1:].tolist(), strict=True):
-        gap = _MERGE_ULPS * U * (1.0 + abs(ui))
-        if ui - keep_u[-1] <= gap or wi - keep_w[-1] <= gap:
-            keep_w[-1] = max(keep_w[-1], wi)  # (u_i, w_{i+1}) dominates both vertices
-            continue
-        keep_u.append(ui)
-        keep_w.append(wi)
-    u = np.array(keep_u)
-    w = np.array(keep_w)
-    return u, w
-
-
-def _envelope_atoms(sigma: float, threshold: float, t_min: int, t_max: int):
-    """(losses, P-masses, log-mass error) of the atomic dominating pair whose trade-off curve is the
-    chordal interpolation of :func:`_envelope_vertices` (same for both directions: the family of pairs is
-    closed under swapping).  Atom j has Q-mass Phi(u_{j+1}) - Phi(u_j) and P-mass Phi(w_{j+1}) - Phi(w_j)
-    (u_0 = w_0 = -inf, u_{n+1} = w_{n+1} = inf), evaluated in log space
-    (:func:`mechanisms._profile.log_normal_mass`); the losses are rounded up by their errors (larger losses
-    with the same masses dominate), the masses' relative error is returned as the log-mass error."""
-    key = (sigma, threshold, t_min, t_max)
-    hit = _ENV_CACHE.get(key)
-    if hit is not None:
-        return hit
-    from ._profile import log_normal_mass
-
-    if t_max == t_min:
-        out = (np.array([0.0]), np.array([1.0]), 0.0)
-    else:
-        u, w = _envelope_vertices(sigma, threshold, t_min, t_max)
-        ue = np.concatenate([[-math.inf], u, [math.inf]])
-        we = np.concatenate([[-math.inf], w, [math.inf]])
-        lq = [log_normal_mass(a, b) for a, b in zip(ue[:-1].tolist(), ue[1:].tolist(), strict=True)]
-        lp = [log_normal_mass(a, b) for a, b in zip(we[:-1].tolist(), we[1:].tolist(), strict=True)]
-        lpv = np.array([v for v, _ in lp])
-        lqv = np.array([v for v, _ in lq])
-        err_p = np.array([e for _, e in lp])
-        err_q = np.array([e for _, e in lq])
-        keep = np.isfinite(lpv)  # the dropped atoms have P-mass exactly 0 (w_j = w_{j+1} = inf)
-        ok = np.all(lpv[keep] > _LOG_MIN_ATOM) and np.all(np.isfinite(err_p[keep]) & np.isfinite(err_q[keep]))
-        if not ok:
-            raise ArithmeticError("noisy screening: an atom of the dominating pair is not representable "
-                                  "(P-mass below e^-700 or all digits lost); use the RDP route")
-        loss = lpv[keep] - lqv[keep]
-        loss = np.nextafter(loss + (err_p[keep] + err_q[keep]) + 4.0 * U * (np.abs(loss) + 1.0), np.inf)
-        mass = np.exp(lpv[keep])
-        out = (loss, mass, float(np.max(err_p[keep])) + 4.0 * U)
-    if len(_ENV_CACHE) >= _ENV_CACHE_SIZE:
-        _ENV_CACHE.pop(next(iter(_ENV_CACHE)))
-    _ENV_CACHE[key] = out
-    return out
 
 
 # --------------------------------------------------------------------------- plain functions
@@ -569,91 +455,3 @@ class SubsampledNoisyScreening(Mechanism):
     @property
     def pure_epsilon(self) -> float:
         return float(self.rdp(np.array([math.inf]))[0])
-
-
-@register
-@dataclass(frozen=True)
-class PrivateKNN(Mechanism):
-    """Private-kNN labelling: ``num_queries`` screenings + at most ``answer_cap`` answers.
-
-    Zhu, Yu & Wang 2020 (thesis Sec. 4.3).
-
-    Per public query: a fresh Poisson subsample (rate ``sample_rate``) -> kNN votes -> noisy screening
-    (``sigma_screen``, ``threshold``); if it passes and fewer than ``answer_cap`` answers were given, a
-    **fresh, independent** Poisson subsample -> kNN votes -> Gaussian noisy argmax (``sigma_answer``,
-    L2 sensitivity ``answer_sensitivity``, default sqrt(2) for a neighbour swap).  RDP (upper bound,
-    add/remove):
-
-        eps(alpha) = num_queries * eps_sub,screen(alpha) + answer_cap * eps_sub,GNMax(alpha),
-
-    with the exact subsampled screening curve (docs/derivations/noisy-screening.md §2) and the tight
-    Poisson-subsampled Gaussian (valid for Gaussian noise, thesis Prop. 2.3.6).  The number of answered
-    queries is random; charging the cap ``answer_cap`` **fixed before the run** is valid by the Renyi filter
-    argument (Feldman & Zrnic 2021, Cor. 3.3; thesis Thm 5.2.4): the per-query costs are chosen adaptively
-    but their sum is at most this curve almost surely (docs/derivations/noisy-screening.md §4).  Accounting
-    with the realised number of answers is an ex-post statement and is not what this mechanism certifies.
-    If one subsample feeds both steps (the public code's shortcut) this accounting does not apply.
-
-    Parameters
-    ----------
-    sigma_screen, threshold, k, t_min
-        Screening parameters (see :class:`NoisyScreening`; t_min = 0 is required under subsampling).
-    sigma_answer : float
-        GNMax noise standard deviation sigma_2 > 0.
-    sample_rate : float
-        Poisson sampling rate gamma in (0, 1].
-    num_queries : int
-        Number of queries screened (>= 1).
-    answer_cap : int
-        Pre-committed maximum number of answered queries, 0 <= answer_cap <= num_queries.
-    answer_sensitivity : float, default sqrt(2)
-        L2 sensitivity of the vote histogram fed to GNMax.
-    """
-
-    sigma_screen: float
-    threshold: float
-    k: int
-    sigma_answer: float
-    sample_rate: float
-    num_queries: int
-    answer_cap: int
-    t_min: int = 0
-    answer_sensitivity: float = math.sqrt(2.0)
-
-    name = "private_knn"
-    tight = False
-    relations = ("add_remove",)
-    # the screening checks (sigma_screen reported as "sigma"), then the answering step's
-    field_checks = {"sigma_screen": check(V.positive, label="sigma"),
-                    **{k: c for k, c in _SCREENING_CHECKS.items() if k != "sigma"},
-                    "sigma_answer": V.positive, "sample_rate": check(V.probability, open_low=True),
-                    "num_queries": check(V.integer, low=1),
-                    "answer_cap": check(V.integer, low=0, high=field_ref("num_queries")),
-                    "answer_sensitivity": V.positive}
-
-    @property
-    def screening(self) -> SubsampledNoisyScreening:
-        """One subsampled screening step."""
-        return SubsampledNoisyScreening(self.sigma_screen, self.threshold, self.k, self.sample_rate,
-                                        self.t_min)
-
-    def screening_rdp(self, alpha) -> np.ndarray:
-        """RDP of one subsampled screening step."""
-        return self.screening.rdp(alpha)
-
-    def answer_rdp(self, alpha) -> np.ndarray:
-        """RDP of one subsampled GNMax answer."""
-        return subsampled_gaussian_rdp(alpha, self.sigma_answer, self.sample_rate, self.answer_sensitivity)
-
-    def rdp(self, alpha) -> np.ndarray:
-        a = V.alphas(alpha)
-        out = self.num_queries * self.screening_rdp(a)
-        if self.answer_cap:
-            out = out + self.answer_cap * self.answer_rdp(a)
-        return out
-
-    @property
-    def pure_epsilon(self) -> float:
-        if self.answer_cap:
-            return math.inf
-        return self.num_queries * self.screening.pure_epsilon

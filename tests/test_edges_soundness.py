@@ -400,7 +400,7 @@ def test_screening_pruned_and_cached_curve_equals_full_scan(k, sigma, threshold)
     evaluated orders, block anchors kept across calls in any order) never change the curve: it equals
     the unpruned scan over every pair."""
     from mechanisms import NoisyScreening, SubsampledNoisyScreening
-    from mechanisms._screening_kernels import max_binary_rdp_full
+    from mechanisms._screening_max_kernels import max_binary_rdp_full
     from mechanisms.screening import _screening_pairs, _subsampled_pairs
 
     al = np.r_[1 + 1e-6, 1.0001, np.linspace(1.01, 200, 120), np.geomspace(200, 1e4, 12), np.inf]

@@ -28,7 +28,8 @@ from accountant.dp_event import (
 )
 from accountant.interop import DpEventAccountant
 from mechanisms import Gaussian, Laplace, PureDP, RandomizedResponse, SampledWithoutReplacement
-from mechanisms.subsampled import PoissonSubsampled, SubsampledGaussian, SubsampledLaplace
+from mechanisms.poisson_subsampled import PoissonSubsampled, SubsampledLaplace
+from mechanisms.subsampled import SubsampledGaussian
 
 
 # ------------------------------------------------------------------ stand-ins (dp-accounting's attributes)

@@ -21,12 +21,13 @@ from accountant import PrivacyAccountant
 from accountant.cli import main as cli_main
 from conversions.rdp_to_dp import eps_from_rdp
 from mechanisms import Gaussian
-from mechanisms._screening_kernels import log_ndtr, max_binary_rdp, max_binary_rdp_full
+from mechanisms._screening_kernels import log_ndtr
+from mechanisms._screening_max_kernels import max_binary_rdp, max_binary_rdp_full
 from mechanisms.gnmax import GNMax, SubsampledGNMax, subsampled_gaussian_rdp
+from mechanisms.private_knn import PrivateKNN
 from mechanisms.registry import from_dict
 from mechanisms.screening import (
     NoisyScreening,
-    PrivateKNN,
     SubsampledNoisyScreening,
     max_votes,
     screening_rdp,

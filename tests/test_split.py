@@ -22,7 +22,7 @@ from accountant import PrivacyAccountant
 from conversions import contour, pld, split
 from mechanisms import SubsampledGaussian
 from mechanisms._poisson_kernels import log_ndtr
-from mechanisms.subsampled import SubsampledGaussianPart
+from mechanisms.subsampled_part import SubsampledGaussianPart
 
 
 def _mp_part_mgf(q, sigma, x_cut, tau, part, s, direction, dps=30):
