@@ -67,7 +67,7 @@ import numpy as np
 
 from . import validation as V
 from ._delegate import _Delegating
-from .base import Mechanism
+from .base import Mechanism, check
 from .matrix import MAX_COLUMNS
 from .registry import register
 from .subsampled import SubsampledGaussian
@@ -135,11 +135,9 @@ class _CyclicPoissonBandMF(_Delegating):
         return self._subsampled_gaussian
 
 
-def _check_common(m) -> None:
-    object.__setattr__(m, "sigma", V.positive("sigma", m.sigma))
-    object.__setattr__(m, "sample_rate", V.probability("sample_rate", m.sample_rate, open_low=True))
-    object.__setattr__(m, "bands", V.integer("bands", m.bands, low=1, high=V.MAX_COUNT))
-    object.__setattr__(m, "clip", V.positive("clip", m.clip))
+#: the checks both forms share (run by the base class, in this order, before the matrix checks)
+_COMMON_CHECKS = {"sigma": V.positive, "sample_rate": check(V.probability, open_low=True),
+                  "bands": check(V.integer, low=1, high=V.MAX_COUNT), "clip": V.positive}
 
 
 @register
@@ -176,9 +174,10 @@ class AmplifiedBandedMF(_CyclicPoissonBandMF):
     clip: float = 1.0
 
     name = "bandmf_cyclic_poisson"
+    field_checks = _COMMON_CHECKS
 
     def __post_init__(self):
-        _check_common(self)
+        super().__post_init__()
         c = self.C
         if not isinstance(c, (list, tuple)) or not c or not all(isinstance(r, (list, tuple)) for r in c):
             raise TypeError("C must be a non-empty list of rows (lists of numbers)")
@@ -263,10 +262,10 @@ class AmplifiedBandedToeplitzMF(_CyclicPoissonBandMF):
     clip: float = 1.0
 
     name = "bandmf_toeplitz_cyclic_poisson"
+    field_checks = {**_COMMON_CHECKS, "steps": check(V.integer, low=1, high=V.MAX_COUNT)}
 
     def __post_init__(self):
-        _check_common(self)
-        object.__setattr__(self, "steps", V.integer("steps", self.steps, low=1, high=V.MAX_COUNT))
+        super().__post_init__()
         c = self.coefficients
         if not isinstance(c, (list, tuple)) or not c:
             raise TypeError("coefficients must be a non-empty list of numbers")

@@ -57,7 +57,7 @@ from numba import njit
 
 from . import validation as V
 from ._delegate import _Delegating
-from .base import Mechanism
+from .base import Mechanism, check
 from .gaussian import Gaussian
 from .registry import register
 
@@ -218,10 +218,10 @@ class MatrixMechanism(_Delegating):
     clip: float = 1.0
 
     name = "matrix_mechanism"
+    field_checks = {"sigma": V.positive, "clip": V.positive}
 
     def __post_init__(self):
-        object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
-        object.__setattr__(self, "clip", V.positive("clip", self.clip))
+        super().__post_init__()
         c = self.C
         if not isinstance(c, (list, tuple)) or not c or not all(isinstance(r, (list, tuple)) for r in c):
             raise TypeError("C must be a non-empty list of rows (lists of numbers)")
@@ -318,11 +318,11 @@ class TreeAggregation(_Delegating):
     min_separation: int | None = None
 
     name = "tree_aggregation"
+    field_checks = {"sigma": V.positive, "steps": check(V.integer, low=1, high=V.MAX_COUNT),
+                    "epochs": check(V.integer, low=1, high=10**9)}
 
     def __post_init__(self):
-        object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
-        object.__setattr__(self, "steps", V.integer("steps", self.steps, low=1, high=V.MAX_COUNT))
-        object.__setattr__(self, "epochs", V.integer("epochs", self.epochs, low=1, high=10**9))
+        super().__post_init__()
         if not isinstance(self.restart, bool):
             raise TypeError(f"restart must be True or False, got {self.restart!r}")
         if self.min_separation is not None:

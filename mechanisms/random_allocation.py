@@ -73,9 +73,9 @@ from functools import lru_cache
 import numpy as np
 from scipy.special import gammaln
 
-from . import _validate as V
+from . import validation as V
 from ._allocation_kernels import log_laplace_grid, log_power_moments
-from .base import Mechanism
+from .base import Mechanism, check, field_ref
 from .registry import register
 
 #: declared absolute error of log E_Q[(S/t)^-beta] from the two quadratures (validated against mpmath)
@@ -187,10 +187,8 @@ class BallsInBinsGaussian(Mechanism):
     tight = True
     relations = ("add_remove",)
 
-    def __post_init__(self):
-        object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
-        object.__setattr__(self, "num_steps", V.integer("num_steps", self.num_steps, low=1, high=10**9))
-        object.__setattr__(self, "sensitivity", V.positive("sensitivity", self.sensitivity))
+    field_checks = {"sigma": V.positive, "num_steps": check(V.integer, low=1, high=10**9),
+                    "sensitivity": V.positive}
 
     @classmethod
     def example(cls) -> BallsInBinsGaussian:
@@ -300,13 +298,9 @@ class RandomAllocationGaussian(Mechanism):
     tight = False
     relations = ("add_remove",)
 
-    def __post_init__(self):
-        object.__setattr__(self, "sigma", V.positive("sigma", self.sigma))
-        t = V.integer("num_steps", self.num_steps, low=1, high=10**9)
-        object.__setattr__(self, "num_steps", t)
-        object.__setattr__(self, "steps_per_record",
-                           V.integer("steps_per_record", self.steps_per_record, low=1, high=t))
-        object.__setattr__(self, "sensitivity", V.positive("sensitivity", self.sensitivity))
+    field_checks = {"sigma": V.positive, "num_steps": check(V.integer, low=1, high=10**9),
+                    "steps_per_record": check(V.integer, low=1, high=field_ref("num_steps")),
+                    "sensitivity": V.positive}
 
     @classmethod
     def example(cls) -> RandomAllocationGaussian:
