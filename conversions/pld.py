@@ -213,7 +213,7 @@ def pld_delta_bounds(entries, eps: float, direction: str = "remove", rtol: float
         passes += 1
     lo = min(lo, up)
     details = _details(ev, passes)
-    if up - lo > rtol * up and split_applicable(ents):
+    if up - lo > rtol * up and split_applicable(ents, up):
         # near-atomic steps: condition on the number of large steps (conversions.pld_split)
         res = split_delta_bracket(ents, eps, direction, rtol, eps, d_ref, max_points)
         if res is not None:
@@ -282,7 +282,7 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
         passes += 1
     lo = min(lo, up)
     details = _details(ev, passes)
-    if not (up - lo <= max(rtol * up, 0.1 * rtol)) and split_applicable(ents):
+    if not (up - lo <= max(rtol * up, 0.1 * rtol)) and split_applicable(ents, delta):
         # near-atomic steps: condition on the number of large steps (conversions.pld_split)
         res = split_epsilon_bracket(ents, delta, direction, rtol, lo, up, max_points)
         if res is not None:
