@@ -108,14 +108,19 @@ class SplitPLD:
         err = np.broadcast_to(np.asarray(err, dtype=float), np.shape(m))
         t = int(times)
         self.times, self.cut = t, cut
-        w_c = min(1.0, float(m[0] + err[0]) * (1 + 1e-12))  # upper bounds of both masses
-        w_b = min(1.0, float(m[1] + err[1]) * (1 + 1e-12))
+        # upper bounds of both parts' masses (the large part also holds the infinite-loss mass)
+        w_c = min(1.0, float(m[0] + err[0]) * (1 + 1e-12))
+        w_b = min(1.0, float(m[1] + err[1] + mech.infinite_loss_mass) * (1 + 1e-12))
         if not (0.0 < w_b < 1.0) or w_c <= 0.0:
             raise ValueError("loss split: the cut leaves an empty part")
         lw_c, lw_b = math.log(w_c), math.log(w_b)
+        # log C(T, j) by lgamma: a few ulps of each of three terms <= lgamma(T + 1) in size, allowed
+        # generously (this only widens the bracket by ~1e-12 (1 + lgamma(T + 1)) relative)
+        self.log_c_err = 1e-12 * (1.0 + math.lgamma(t + 1.0))
 
         def log_mass(j: int) -> float:  # upper bound on C(T, j) w_c^{T-j} w_b^j (log)
-            return _log_binom(t, j) + (t - j) * lw_c + j * lw_b + 1e-12 * (1 + t)
+            body = (t - j) * lw_c + j * lw_b
+            return _log_binom(t, j) + body + self.log_c_err + 4 * 2.0**-52 * (abs(body) + 1.0)
 
         target = math.log(1e-4 * rtol * delta_ref)
         j_max = 0
@@ -134,8 +139,9 @@ class SplitPLD:
         self.terms = []  # (j, C(T, j) as float (rounded up / down), evaluator or None, mass bound)
         for j in range(j_max + 1):
             lc = _log_binom(t, j)
-            c_up, c_dn = math.exp(lc) * (1 + 1e-12), math.exp(lc) * (1 - 1e-12)
-            mass = math.exp(log_mass(j) - lc)  # bound on D_j
+            c_up = math.exp(lc + self.log_c_err) * (1 + 1e-15)  # C(T, j) rounded up / down
+            c_dn = math.exp(lc - self.log_c_err) * (1 - 1e-15)
+            mass = math.exp(log_mass(j) - lc + self.log_c_err)  # bound on D_j (lc may be low)
             ents = ([(core, t - j)] if t > j else []) + ([(big, j)] if j else [])
             ev = None
             if j > 0 or t * cut > 0.5 * eps_ref:  # (D_0 = 0 for eps >= T cut: no grid needed)
