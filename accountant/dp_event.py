@@ -493,11 +493,17 @@ def mechanism_to_dp_event(mech: Mechanism, relation: str = "add_remove", module:
         if kind is PoissonSubsampled:
             return dpa.PoissonSampledDpEvent(sampling_probability=mech.sample_rate,
                                              event=mechanism_to_dp_event(mech.base, relation, dpa))
+        from mechanisms import AmplifiedBandedMF, AmplifiedBandedToeplitzMF
+
+        if kind in (AmplifiedBandedMF, AmplifiedBandedToeplitzMF) and mech.tight:
+            # one participation is exactly the subsampled Gaussian of the largest column norm (attained:
+            # ``tight``); jax_privacy's amplified_bandmf_event builds the same event
+            return mechanism_to_dp_event(mech.dp_sgd_equivalent()[0], relation, dpa)
     raise ValueError(f"{mech.describe()} has no dp-accounting DpEvent equivalent under the {relation!r} "
                      "relation (exported: gaussian, laplace, subsampled_gaussian, subsampled_laplace, "
                      "poisson_subsampled of those, zcdp with delta = 0, discrete_laplace, and under "
-                     "add_remove gaussian_mixture and tree_aggregation with restarts; randomized_response "
-                     "under replace_one)")
+                     "add_remove gaussian_mixture, tree_aggregation with restarts and the amplified banded "
+                     "factorisations whose bound is attained; randomized_response under replace_one)")
 
 
 def ledger_to_dp_event(entries: Iterable[tuple[Mechanism, int]], relation: str = "add_remove",

@@ -466,3 +466,23 @@ def test_wave2_events_with_dp_accounting():
         GaussianMixture(1.0, [0.0, 1.0], [0.5, 0.5])).to_dp_event()
     names = [type(e).__name__ for e in exported.events]
     assert names == ["DiscreteLaplaceDpEvent", "MixtureOfGaussiansDpEvent"]
+
+
+def test_export_amplified_banded_mf_when_its_bound_is_attained():
+    """A banded MF whose every column has the largest norm is, per participation, exactly the subsampled
+    Gaussian of that norm: exported as the event jax_privacy's amplified_bandmf_event builds; an
+    unequal-norm C (an upper bound only) is refused rather than exported as something it is not."""
+    from mechanisms import AmplifiedBandedMF
+
+    c = [[0.8, 0.0, 0.0, 0.0], [0.6, 0.8, 0.0, 0.0], [0.0, 0.6, 0.8, 0.0], [0.0, 0.0, 0.6, 1.0]]
+    m = AmplifiedBandedMF(C=c, sigma=1.2, sample_rate=0.1, bands=2)
+    assert m.tight and m.rounds == 2
+    ev = ledger_to_dp_event([(m, m.rounds)], "add_remove", module=STANDINS)
+    sens = m.sensitivity
+    assert 1.0 <= sens <= 1.0 + 1e-15  # unit column norms, rounded up
+    assert ev == SelfComposedDpEvent(PoissonSampledDpEvent(0.1, GaussianDpEvent(1.2 / sens)), 2)
+    loose = AmplifiedBandedMF(C=[[1.0, 0.0, 0.0, 0.0], [0.5, 1.0, 0.0, 0.0], [0.0, 0.5, 0.5, 0.0],
+                                 [0.0, 0.0, 0.5, 0.5]], sigma=1.2, sample_rate=0.1, bands=2)
+    assert not loose.tight
+    with pytest.raises(ValueError, match="bandmf"):
+        ledger_to_dp_event([(loose, loose.rounds)], "add_remove", module=STANDINS)
