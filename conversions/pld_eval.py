@@ -160,13 +160,18 @@ def _solve(ev: _Evaluator, delta: float) -> tuple[float, float]:
     refined by bisection towards the next grid point.  Both functions cost O(log N) per call.
     """
     lo_ok = max(ev.lo_ok + ev.c.shift_up * (1 + 1e-12) + 1e-14 * (1 + abs(ev.lo_ok)), 0.0)
-    hi_ok = ev.hi_ok - ev.shift_lo
+    return _solve_between(ev.upper, ev.lower, delta, lo_ok, ev.hi_ok - ev.shift_lo)
+
+
+def _solve_between(delta_up, delta_lo, delta: float, lo_ok: float, hi_ok: float) -> tuple[float, float]:
+    """``_solve`` for any certified pair of functions eps -> delta_up(eps) (non-increasing) and
+    eps -> delta_lo(eps), evaluable on [lo_ok, hi_ok] (also the large-step split's sums)."""
 
     def f_up(e):
-        return ev.upper(e) - delta
+        return delta_up(e) - delta
 
     def f_lo(e):
-        return ev.lower(e) - delta
+        return delta_lo(e) - delta
 
     if f_up(0.0) <= 0.0:
         upper = 0.0

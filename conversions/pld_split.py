@@ -32,7 +32,7 @@ import numpy as np
 
 from mechanisms.base import Mechanism
 
-from .pld_eval import _run
+from .pld_eval import _run, _solve_between
 from .pld_grid import _ranges
 
 #: at most this many large steps are composed explicitly (the rest is bounded by its mass)
@@ -46,7 +46,8 @@ MAX_POINTS = 1 << 19
 @dataclass(frozen=True, eq=False)
 class _LossPart(Mechanism):
     """The sub-measure of ``base``'s privacy-loss law (one direction) on L <= cut (``big=False``) or on
-    L > cut (``big=True``): cell masses only, for :mod:`conversions.pld`.  Not a plug-in."""
+    L > cut (``big=True``): cell masses only, for :mod:`conversions.pld` (no RDP curve: the base class's
+    ``rdp`` raises ``UnsupportedRoute``).  Not a plug-in."""
 
     base: Mechanism = None  # type: ignore[assignment]
     cut: float = 0.0
@@ -54,9 +55,6 @@ class _LossPart(Mechanism):
 
     name = "loss_part"
     pld_available = True
-
-    def rdp(self, alpha):  # pragma: no cover - a part has no RDP curve of its own
-        raise NotImplementedError("a loss part is used by the discretised PLD only")
 
     @property
     def infinite_loss_mass(self) -> float:
@@ -157,21 +155,22 @@ class SplitPLD:
 
     def upper(self, eps: float) -> float:
         tot = self.rem
-        for _j, c_up, _, ev, mass in self.terms:
-            if _j == 0 and eps >= self.times * self.cut:
+        for j, c_up, _, ev, mass in self.terms:
+            if j == 0 and eps >= self.times * self.cut:
                 d = 0.0  # (mu_c^{*T} lives on L <= T cut)
-            elif ev is None:
-                d = mass
             else:
-                d = min(ev.upper(eps), mass)
+                d = mass if ev is None else ev.upper(eps)
+                if not d <= mass:  # (also a NaN: the mass bound is always valid)
+                    d = mass
             tot += c_up * d
         return min(1.0, tot * (1 + 1e-12))
 
     def lower(self, eps: float) -> float:
         tot = 0.0
         for _j, _, c_dn, ev, _ in self.terms:
-            if ev is not None:
-                tot += c_dn * max(ev.lower(eps), 0.0)
+            d = ev.lower(eps) if ev is not None else 0.0
+            if d > 0.0:  # (a NaN certifies nothing: dropped)
+                tot += c_dn * d
         return tot * (1 - 1e-12)
 
     @property
@@ -203,8 +202,6 @@ def split_epsilon_bracket(entries, delta: float, direction: str, rtol: float, lo
     """A certified (lower, upper) eps(delta) by the split, started from the bracket [lo, up] of the plain
     grid (two passes, each tilted at the middle of the bracket so far); None when the split does not
     apply here.  The caller intersects it with its own bracket."""
-    from .pld_eval import _bisect
-
     best_lo, best_up, info = lo, up, {}
     for shrink in (0.8, 0.4):  # (the second pass, if needed, on a grid twice as fine)
         ref = 0.5 * (best_lo + best_up) if math.isfinite(best_up) else max(best_lo, 1e-6)
@@ -219,19 +216,7 @@ def split_epsilon_bracket(entries, delta: float, direction: str, rtol: float, lo
             hi *= 2.0
         if sp.upper(hi) > delta:
             break
-        new_up = hi if sp.upper(0.0) > delta else 0.0
-        if new_up > 0.0:
-            new_up = _bisect(lambda e, sp=sp: sp.upper(e) - delta, 0.0, hi, True)
-        grid = np.linspace(0.0, new_up, 129)
-        vals = [sp.lower(float(e)) - delta for e in grid]
-        pos = [i for i, v in enumerate(vals) if v > 0]
-        new_lo = 0.0
-        if pos:
-            i = pos[-1]
-            new_lo = float(grid[i])
-            if i + 1 < grid.size:
-                new_lo = _bisect(lambda e, sp=sp: sp.lower(e) - delta, new_lo, float(grid[i + 1]),
-                                 False)
+        new_lo, new_up = _solve_between(sp.upper, sp.lower, delta, 0.0, hi)
         best_lo, best_up = max(best_lo, new_lo), min(best_up, new_up)
         info = {"split_cut": sp.cut, "split_terms": len(sp.terms), "split_points": sp.points,
                 "split_remainder": sp.rem}

@@ -168,3 +168,24 @@ def test_auto_still_reruns_the_deferred_contour_after_a_split():
     assert c.epsilon - c.lower_bound <= 1e-5 * c.epsilon
     pld = acct.certificate(delta=1e-10, method="pld")
     assert pld.lower_bound <= c.epsilon and c.lower_bound <= pld.epsilon  # both brackets hold the truth
+
+
+def test_split_sums_never_certify_from_a_nan_term():
+    """A term whose evaluator returns NaN (or more than its mass) counts with its mass bound in the upper
+    sum and not at all in the lower sum: the split can only get looser, never unsound."""
+    sp = pld_split.SplitPLD(SubsampledGaussian(sigma=1.0, sample_rate=1e-4), 2, "remove", 0.02, 0.04,
+                            1e-12, 1e-3, 1e-4, 1 << 16)
+
+    class _NaN:
+        def upper(self, eps):
+            return math.nan
+
+        def lower(self, eps):
+            return math.nan
+
+    sp.terms = [(j, c_up, c_dn, _NaN(), mass) for j, c_up, c_dn, _, mass in sp.terms]
+    eps = 0.01  # below T cut: the j = 0 term is not exactly 0 there
+    want = sp.rem + sum(c_up * mass for _, c_up, _, _, mass in sp.terms)
+    assert sp.upper(eps) == min(1.0, want * (1 + 1e-12))
+    assert sp.lower(eps) == 0.0
+    assert math.isfinite(sp.upper(0.1)) and sp.lower(0.1) == 0.0
