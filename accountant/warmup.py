@@ -5,8 +5,9 @@ query in a fresh install pays the compilation (a few seconds for a DP-SGD query)
 small query per route family -- the characteristic-function route on a DP-SGD ledger (the README's main
 command), the RDP route, the discretised PLD, the contour with exact atoms and closed-form pieces
 (Laplace), and a purely atomic ledger (randomized response) -- so that later processes only load the
-cached machine code.  Nothing is shipped pre-compiled: the cache is built on this machine, for this
-numba and CPU.
+cached machine code.  The package build runs the same queries (``setup.py``), so an install built on this
+machine already carries the cache; numba keys it on the source, Python and numba versions and the CPU,
+and ignores (and rebuilds) a cache made for another.
 
 Where the cache goes is numba's choice: ``__pycache__`` beside the installed sources when that directory
 is writable, otherwise a per-user cache directory (e.g. ``~/.cache/numba``), or ``NUMBA_CACHE_DIR`` when
