@@ -19,10 +19,11 @@ from mechanisms.base import Mechanism
 class Ledger:
     """Insertion-ordered multiset of mechanisms."""
 
-    __slots__ = ("_counts",)
+    __slots__ = ("_counts", "_tight")
 
     def __init__(self) -> None:
         self._counts: dict[Mechanism, int] = {}
+        self._tight: bool | None = None  # set on a numeric view: the original ledger's flag
 
     def add(self, mechanism: Mechanism, times: int = 1) -> None:
         if not isinstance(mechanism, Mechanism):
@@ -53,7 +54,34 @@ class Ledger:
     def copy(self) -> Ledger:
         out = Ledger()
         out._counts = dict(self._counts)
+        out._tight = self._tight
         return out
+
+    def numeric_view(self) -> Ledger:
+        """The same composition as the routes compute it: every delegating mechanism that forwards all
+        its curves is replaced by the mechanism it is accounted by (:func:`mechanisms.base.accounted_as`;
+        equal mechanisms merge, their counts add: the curves add either way), so type-specific routes
+        apply to wrappers (e.g. one participation of an amplified banded MF is the subsampled Gaussian's
+        one-step closed form).  ``tight`` stays this ledger's: a wrapper whose dominating pair is not
+        attained (GNMax) keeps its certificates upper-only.  ``self`` when nothing is replaced (or a
+        merged count would leave [0, 10^18])."""
+        from mechanisms.base import accounted_as
+
+        out: dict[Mechanism, int] = {}
+        changed = False
+        for m, k in self._counts.items():
+            inner = accounted_as(m)
+            changed = changed or inner is not m
+            total = out.get(inner, 0) + k
+            if total > V.MAX_COUNT:
+                return self
+            out[inner] = total
+        if not changed:
+            return self
+        view = Ledger()
+        view._counts = out
+        view._tight = self.tight
+        return view
 
     @property
     def total_count(self) -> int:
@@ -94,6 +122,9 @@ class Ledger:
 
     @property
     def tight(self) -> bool:
+        """Whether every entry's dominating pair is attained (lower bounds are certified only then)."""
+        if self._tight is not None:
+            return self._tight
         return all(m.tight for m in self._counts)
 
     @property

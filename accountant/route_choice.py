@@ -59,7 +59,13 @@ def select(acct: PrivacyAccountant, method: str, query: str, value: float,
         if not acct._ledger:
             return routes.empty_ledger_bracket(query, value)
         fn = route.epsilon if query == "epsilon" else route.delta
-        return fn(acct._ledger, value, ctx)
+        out = fn(routes.ledger_for(route, acct._ledger), value, ctx)
+        if out.lower is not None and not acct._ledger.tight and not getattr(route, "on_wrappers", False):
+            # a pair that is not attained has no certified lower bound from its curves (every route
+            # already says so; this keeps a new one from claiming it).  A route reading the wrapper's own
+            # declarations (a single-use profile) has its own attainment flag.
+            out = out.with_lower(None)
+        return out
 
     if method != "auto":
         if not acct._ledger:

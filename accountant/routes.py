@@ -79,6 +79,13 @@ class Route(Protocol):
     def delta(self, ledger: Ledger, epsilon: float, ctx: QueryContext) -> Bracket: ...
 
 
+def ledger_for(route: Route, ledger: Ledger) -> Ledger:
+    """The ledger a route evaluates: its numeric view (:meth:`Ledger.numeric_view`: delegating wrappers
+    replaced by the mechanisms they are accounted by), or the ledger itself for a route that reads what
+    a wrapper declares for itself (``on_wrappers = True``, e.g. a single-use exact profile)."""
+    return ledger if getattr(route, "on_wrappers", False) else ledger.numeric_view()
+
+
 def directions(ledger: Ledger) -> tuple[str, ...]:
     """The dominating-pair directions to evaluate (one when every mechanism is symmetric)."""
     return ("remove",) if ledger.symmetric else ("remove", "add")
@@ -174,8 +181,11 @@ class SubsampledGaussianExactRoute:
         res = {d: bounds(value, mu, q, d) for d in ("remove", "add")}
         worst = max(res, key=lambda d: res[d][1])
         up = res[worst][1]
+        det = {"mu": mu, "q": q, "direction": worst}
+        if not ledger.tight:  # a wrapper whose pair is not attained (numeric view): upper bound only
+            return Bracket.upper_only(up, det)
         lo = min(max(b[0] for b in res.values()), up)
-        return Bracket.exact(up, lo, 0.5 * (lo + up), {"mu": mu, "q": q, "direction": worst})
+        return Bracket.exact(up, lo, 0.5 * (lo + up), det)
 
     def epsilon(self, ledger: Ledger, delta: float, ctx: QueryContext) -> Bracket:
         return self._worst(ledger, poisson_gaussian_dp.epsilon_bounds, delta)
@@ -193,6 +203,8 @@ class SingleUseExactRoute:
     (``exact_profile_attained``), else an upper bound only."""
 
     name = "exact"
+    #: the profile is the wrapper's own declaration (``exact_profile``), not its dominating mechanism's
+    on_wrappers = True
 
     @staticmethod
     def _mech(ledger: Ledger):
@@ -485,10 +497,12 @@ def methods() -> tuple[str, ...]:
 
 
 def applicable(ledger: Ledger) -> list[Route]:
-    """The routes that apply to ``ledger``, one per public name (the first that applies), in order."""
+    """The routes that apply to ``ledger`` (each judged on :func:`ledger_for`), one per public name (the
+    first that applies), in order."""
     out: dict[str, Route] = {}
+    view = ledger.numeric_view()
     for r in ROUTES:
-        if r.name not in out and r.applies(ledger):
+        if r.name not in out and r.applies(ledger if getattr(r, "on_wrappers", False) else view):
             out[r.name] = r
     return list(out.values())
 
@@ -499,6 +513,7 @@ def statistic_lower(ledger: Ledger, query: str, value: float) -> float | None:
     None where it does not apply.  The worst case over directions is at least each direction's bound."""
     if not ledger.tight:
         return None
+    ledger = ledger.numeric_view()
     fn = lower_bounds.epsilon_lower if query == "epsilon" else lower_bounds.delta_lower
     try:
         vals = [float(fn(ledger.items(), value, d)) for d in directions(ledger)]

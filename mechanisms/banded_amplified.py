@@ -48,8 +48,9 @@ Otherwise (unequal norms) it is an upper bound.  The largest column norm is roun
 Ledger.  One use = one participation of a record (one cycle of b steps): a run of n steps is
 ``rounds`` = ceil(n / b) uses, ``acct.compose(m, times=m.rounds)``.  Every curve is that of
 ``SubsampledGaussian(sigma, sample_rate, sensitivity=clip * max column norm)`` (RDP, characteristic
-function and PLD routes); ``dp_sgd_equivalent()`` returns that mechanism and the count, for the routes
-that recognise the subsampled Gaussian by its type (its one-step closed form, the near-atomic split).
+function and PLD routes, and, through the ledger's numeric view, the routes that special-case the
+subsampled Gaussian: its one-step closed form, the near-atomic splits); ``dp_sgd_equivalent()`` returns
+that mechanism and the count.
 :class:`AmplifiedBandedToeplitzMF` is the same mechanism for a banded Toeplitz C given by its first
 column (O(b) memory, any n: the form in which banded strategies are optimised and deployed).
 b = 1 with a diagonal C is DP-SGD (n uses of the subsampled Gaussian); q = 1 is the un-amplified
@@ -121,8 +122,8 @@ class _CyclicPoissonBandMF(_Delegating):
 
     def dp_sgd_equivalent(self) -> tuple[SubsampledGaussian, int]:
         """``(SubsampledGaussian(sigma, sample_rate, sensitivity), rounds)``: the ledger entry of the whole
-        run in DP-SGD form (the same curves; routes that special-case the subsampled Gaussian by type,
-        such as its one-step closed form, apply to it directly): ``acct.compose(*m.dp_sgd_equivalent())``.
+        run in DP-SGD form (the same curves and, the pair being attained or not, the same certificates
+        as composing this mechanism ``rounds`` times): ``acct.compose(*m.dp_sgd_equivalent())``.
         """
         return self._subsampled_gaussian, self.rounds
 

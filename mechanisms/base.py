@@ -432,7 +432,9 @@ class Delegating(Mechanism):
     same numbers: upper bounds for this mechanism.  The subclass keeps its own parameters, ``name``,
     ``relations``, ``tight`` flag (the dominating pair may not be attained: say ``tight = False`` unless
     it is) and docstring.  Not forwarded: the single-use closed-form profile (``exact_profile``), which
-    a subclass may declare itself.
+    a subclass may declare itself.  A subclass that overrides none of the forwarded members is evaluated
+    by the routes as its dominating mechanism itself (:func:`accounted_as`), so type-specific routes
+    (closed forms, splits) apply to it as well.
     """
 
     def dominating(self) -> Mechanism:  # pragma: no cover - abstract
@@ -500,6 +502,39 @@ class Delegating(Mechanism):
             if fn is not None:
                 return fn
         raise AttributeError(name)
+
+
+#: what :class:`Delegating` forwards to ``dominating()``: a subclass that overrides none of these is
+#: accounted by exactly the dominating mechanism's numbers
+_FORWARDED_MEMBERS = (
+    "pld_available", "symmetric", "poisson_tight", "pure_epsilon", "infinite_loss_mass", "gdp_mu",
+    "max_mgf_order", "log_mgf_error", "rdp_below_pair", "rdp", "mgf_cost", "envelope_cost", "log_mgf",
+    "log_mgf_real", "pld_atoms", "pld_cell_masses", "pld_cell_offsets", "pld_exp_pieces",
+    "total_variation", "log_continuous_envelope", "log_envelope_fn", "__getattr__",
+)
+
+
+def _forwards_all(cls: type) -> bool:
+    """Whether no class between ``cls`` and :class:`Delegating` in the MRO redefines a forwarded member."""
+    mro = cls.__mro__
+    below = mro[: mro.index(Delegating)]
+    return not any(name in k.__dict__ for k in below for name in _FORWARDED_MEMBERS)
+
+
+def accounted_as(m: Mechanism) -> Mechanism:
+    """The mechanism whose curves the routes evaluate for ``m``: ``m.dominating()``, repeatedly, while
+    ``m`` is a :class:`Delegating` mechanism that overrides none of the forwarded curves and flags (every
+    curve of the two is then the same function, so every route gives the same numbers on either), else
+    ``m`` itself.  Routes that special-case a mechanism type (the one-step subsampled-Gaussian closed
+    form, the near-atomic splits, the max-statistic lower bound) thus apply to wrappers of that type
+    too.  What the wrapper declares for itself is not carried over: ``tight`` (whether its dominating
+    pair is attained), ``relations`` and its single-use ``exact_profile``; the ledger keeps those
+    (:meth:`accountant.ledger.Ledger.numeric_view`)."""
+    seen = 0
+    while isinstance(m, Delegating) and _forwards_all(type(m)) and seen < 64:
+        m = m.dominating()
+        seen += 1
+    return m
 
 
 def _fmt(v: Any) -> str:
