@@ -39,7 +39,9 @@ def precompile_kernels(root: str) -> bool:
         _note("DPCERT_PRECOMPILE=0: numba kernels not precompiled (they compile on first use)")
         return False
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "NUMBA_DISABLE_JIT")}
-    env["PYTHONPATH"] = root
+    # root first; keep what is there (pip's isolated build environment reaches its build requirements
+    # through PYTHONPATH: replacing it would hide numba and numpy from the warm-up)
+    env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     # the packages must be imported from ``root`` (not from another install of dpcert), or the cache
     # would be written elsewhere: the subprocess checks that before compiling anything
     code = (
