@@ -230,3 +230,34 @@ def test_small_q_chains_are_monotone_and_narrow(chain):
         if prev is not None:
             assert (c.epsilon <= prev) if kind == "sigma" else (c.epsilon >= prev), (v, c.epsilon, prev)
         prev = c.epsilon
+
+
+def test_wide_bracket_tries_higher_cuts_and_intersects():
+    """q = 1e-4, sigma = 1, T = 1000, delta ~ 1e-12: no cut leaves a negligible remainder, and the rule's
+    choice (the lowest cut, eps/2) gives a bracket 0.23 wide (relative); a higher cut's bracket, a
+    different decomposition of the same delta, must overlap it, and their intersection is narrow."""
+    entries = [(SubsampledGaussian(sigma=1.0, sample_rate=1e-4), 1000)]
+    eps = 0.0955
+    low = split.split_delta_bounds(entries, eps, "remove", 1e-4, ell_cut=eps / 2)
+    high = split.split_delta_bounds(entries, eps, "remove", 1e-4, ell_cut=2 * eps)
+    auto = split.split_delta_bounds(entries, eps, "remove", 1e-4)
+    assert low.lower <= high.upper and high.lower <= low.upper  # both certified: they overlap
+    assert low.lower <= auto.lower <= auto.upper <= low.upper  # the rule's bracket, intersected
+    assert auto.lower <= high.upper and high.lower <= auto.upper  # (its own high-cut pass: same overlap)
+    assert auto.upper - auto.lower <= 1e-3 * auto.upper < low.upper - low.lower
+
+
+def test_tiny_delta_chain_through_the_wide_cut_corner():
+    """The sweep's q = 1e-4, sigma = 1, delta = 1e-12 chain at T = 1000 (2.9e-2 relative before the higher
+    cuts): within the width target, above the max-statistic lower bound, below the RDP bound, and
+    monotone in T with its neighbours."""
+    prev = 0.0
+    for T in (100, 1000, 10_000):
+        acct = PrivacyAccountant()
+        acct.step(sigma=1.0, sample_rate=1e-4, steps=T)
+        c = acct.certificate(delta=1e-12)
+        assert c.epsilon > prev
+        prev = c.epsilon
+        if T == 1000:
+            assert c.epsilon - c.lower_bound <= 1e-3 * c.epsilon
+            assert c.epsilon <= acct.certificate(delta=1e-12, method="rdp").epsilon
