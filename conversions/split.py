@@ -444,7 +444,7 @@ def split_delta_bounds(entries, eps: float, direction: str = "remove", rtol: flo
     est, lo, up, sc, core, rem = best
     if ell_cut is None and up - lo > rtol * max(est, 1e-300) and est > 0.0:
         tried = {sc.ell_cut}
-        for f in WIDE_CUT_FACTORS:  # a higher cut, bracket intersected with the one so far
+        for f in WIDE_CUT_FACTORS:  # another cut, its bracket intersected with the one so far
             cut = _grid_cut(max(eps, 1e-9) * f)
             if cut in tried:
                 continue
@@ -542,7 +542,7 @@ def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol:
         raise capped if capped is not None else C.WouldBeCapped("the split found no integrable cut")
     lo, up, est = best.lower, best.upper, best.estimate
     tried = {best_det.get("ell_cut")}
-    for f in WIDE_CUT_FACTORS:  # still wide: a higher cut, bracket intersected with the one so far
+    for f in WIDE_CUT_FACTORS:  # still wide: another cut, its bracket intersected with the one so far
         if up - lo <= EPS_RTOL * max(up, 1e-12) or up == 0.0:
             break
         cut = _grid_cut(max(eps_ref, 1e-9) * f)

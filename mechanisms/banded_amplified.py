@@ -122,8 +122,9 @@ class _CyclicPoissonBandMF(_Delegating):
 
     def dp_sgd_equivalent(self) -> tuple[SubsampledGaussian, int]:
         """``(SubsampledGaussian(sigma, sample_rate, sensitivity), rounds)``: the ledger entry of the whole
-        run in DP-SGD form (the same curves and, the pair being attained or not, the same certificates
-        as composing this mechanism ``rounds`` times): ``acct.compose(*m.dp_sgd_equivalent())``.
+        run in DP-SGD form (the same curves and upper bounds as composing this mechanism ``rounds`` times,
+        and, when the pair is attained (``tight``), the same certificates, lower bounds included):
+        ``acct.compose(*m.dp_sgd_equivalent())``.
         """
         return self._subsampled_gaussian, self.rounds
 
