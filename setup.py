@@ -1,8 +1,8 @@
 """Build hook of dpcert: ship the numba kernels compiled for the machine that builds the package.
 
 The metadata lives in ``pyproject.toml``; this file only extends ``build_py``.  After the packages are
-copied to the build directory (or, for an editable install, in the source tree), it runs
-``python -m accountant.warmup`` there in a subprocess, so that numba writes its on-disk cache
+copied to the build directory (or, for an editable install, in the source tree), it runs the warm-up
+queries of ``accountant.warmup`` there in a subprocess, so that numba writes its on-disk cache
 (``__pycache__/*.nbi``, ``*.nbc``) beside the sources and the wheel carries it.  numba keys that cache
 on a hash of the source file's contents, the function's bytecode, the Python and numba versions and
 the CPU (name and features): a wheel installed on the machine (or an identical one) that built it loads
