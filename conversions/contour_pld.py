@@ -48,7 +48,7 @@ class ComposedPLD:
         self.log_keep = sum(k * math.log1p(-m.infinite_loss_mass) for m, k in self.entries)
         self.p_inf = max(0.0, -math.expm1(self.log_keep))
         self.mgf_err = sum(k * m.log_mgf_error for m, k in self.entries)
-        # entries whose declared error depends on the line (conversions.split.Remainder)
+        # entries whose declared error depends on the line (conversions.split_remainder.Remainder)
         self._err_at = [(m, k) for m, k in self.entries if hasattr(m, "log_mgf_error_at")]
         self._err_at_cache: dict = {}
         self.max_order = min([m.max_mgf_order for m, _ in self.entries], default=math.inf)
