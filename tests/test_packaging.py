@@ -57,15 +57,15 @@ def installed(tmp_path_factory):
     builder_py = (builder / ("Scripts" if os.name == "nt" else "bin")
                   / ("python.exe" if os.name == "nt" else "python"))
 
-    def wheel(*extra, py=builder_py):
+    def build_wheel(*extra, py=builder_py):
         return subprocess.run(
             [str(py), "-m", "pip", "wheel", str(src), "--no-deps", "-v", *extra, "-w", str(dist)],
             capture_output=True, text=True, cwd=tmp, timeout=900)
 
-    build = wheel()
+    build = build_wheel()
     if build.returncode != 0 and ("No matching distribution" in build.stderr
                                   or "Could not find a version" in build.stderr):
-        build = wheel("--no-build-isolation", py=sys.executable)
+        build = build_wheel("--no-build-isolation", py=sys.executable)
     if build.returncode != 0 and "No module named" in build.stderr and "wheel" in build.stderr:
         pytest.skip(f"cannot build wheels here: {build.stderr.strip()[-200:]}")
     assert build.returncode == 0, build.stderr
