@@ -242,6 +242,35 @@ def _grid_cut(x: float) -> float:
     return 2.0 ** (round(2.0 * math.log2(max(x, 1e-9))) / 2.0)
 
 
+def _other_cuts(x: float, chosen: float, lo: float, up: float, narrow, at_cut):
+    """Intersect the certified bracket [lo, up] (at the cut ``chosen``) with the brackets at the cuts
+    ``WIDE_CUT_FACTORS`` x ``x`` (on the cut grid), in order, until ``narrow(lo, up, payload)`` holds or a
+    cut does not halve the width; a cut that cannot be integrated, or the work limit, moves on.
+    ``at_cut(cut)`` returns (lower, upper, payload).  Returns (lo, up, payload of the narrowest bracket
+    found, or None when none was narrower than the one given)."""
+    best = None
+    tried = {chosen}
+    for f in WIDE_CUT_FACTORS:
+        if narrow(lo, up, best):
+            break
+        cut = _grid_cut(max(x, 1e-9) * f)
+        if cut in tried:
+            continue
+        tried.add(cut)
+        try:
+            l2, u2, payload = at_cut(cut)
+        except (C.WouldBeCapped, C.WorkLimitReached):
+            continue
+        if u2 - l2 < up - lo:
+            best = payload
+        halved = min(up, u2) - max(lo, l2) <= 0.5 * (up - lo)
+        lo, up = max(lo, l2), min(up, u2)
+        lo = min(lo, up)
+        if not halved:
+            break
+    return lo, up, best
+
+
 def _parts(entries, direction: str, eps_ref: float, log_target: float, skip_if_capped: bool, rtol: float,
            ell_cut: float | None, meter: _Meter, chernoff_only: bool = False, hints: dict | None = None):
     """(split, core, remainder) for a query near eps_ref (see ``CUT_FACTORS``); ``chernoff_only``: both
@@ -320,26 +349,19 @@ def split_delta_bounds(entries, eps: float, direction: str = "remove", rtol: flo
             break
         log_target = math.log(max(est, 1e-300)) + math.log(rtol) - math.log(8.0)
     est, lo, up, sc, core, rem = best
-    if ell_cut is None and up - lo > rtol * max(est, 1e-300) and est > 0.0:
-        tried = {sc.ell_cut}
-        for f in WIDE_CUT_FACTORS:  # another cut, its bracket intersected with the one so far
-            cut = _grid_cut(max(eps, 1e-9) * f)
-            if cut in tried:
-                continue
-            tried.add(cut)
-            try:
-                sc2, core2, rem2 = _parts(entries, direction, eps, log_target, skip_if_capped, rtol, cut,
-                                          meter, hints=hints)
-                e2, l2, u2 = meter.run(sc2.plds, lambda _c=core2, _r=rem2: _bracket(_c, _r, eps))
-            except (C.WouldBeCapped, C.WorkLimitReached):
-                continue
-            if u2 - l2 < up - lo:
-                est, sc, core, rem = e2, sc2, core2, rem2
-            halved = min(up, u2) - max(lo, l2) <= 0.5 * (up - lo)
-            lo, up = max(lo, l2), min(up, u2)
-            lo = min(lo, up)
-            if up - lo <= rtol * max(est, 1e-300) or not halved:
-                break
+    if ell_cut is None:
+        def at_cut(cut):
+            parts = _parts(entries, direction, eps, log_target, skip_if_capped, rtol, cut, meter, hints=hints)
+            e2, l2, u2 = meter.run(parts[0].plds, lambda: _bracket(parts[1], parts[2], eps))
+            return l2, u2, (e2, *parts)
+
+        def narrow(lo_, up_, found, _est=est):
+            e = _est if found is None else found[0]
+            return up_ - lo_ <= rtol * max(e, 1e-300) or (found is None and e <= 0.0)
+
+        lo, up, found = _other_cuts(eps, sc.ell_cut, lo, up, narrow, at_cut)
+        if found is not None:
+            est, sc, core, rem = found
     if full.tv_bound is not None:
         up = min(up, full.tv_bound)
         lo = min(lo, up)
@@ -418,29 +440,18 @@ def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol:
         eps_ref = best.upper
     if not integrated:
         raise capped if capped is not None else C.WouldBeCapped("the split found no integrable cut")
-    lo, up, est = best.lower, best.upper, best.estimate
-    tried = {best_det.get("ell_cut")}
-    for f in WIDE_CUT_FACTORS:  # still wide: another cut, its bracket intersected with the one so far
-        if up - lo <= EPS_RTOL * max(up, 1e-12) or up == 0.0:
-            break
-        cut = _grid_cut(max(eps_ref, 1e-9) * f)
-        if cut in tried:
-            continue
-        tried.add(cut)
-        try:
-            sc, core, rem = _parts(entries, direction, eps_ref, log_target, skip_if_capped, rtol, cut, meter,
-                                   hints=hints)
-            r = meter.run(sc.plds, lambda _c=core, _r=rem, _e=eps_ref: solve(_c, _r, _e))
-        except (C.WouldBeCapped, C.WorkLimitReached):
-            continue
-        if r.upper - r.lower < up - lo:
-            est = r.estimate
-            best_det = {"split": True, "ell_cut": sc.ell_cut, "core": core.details(),
-                        "remainder": rem.details(),
-                        "nodes": core.details()["nodes"] + rem.details()["nodes"]}
-        halved = min(up, r.upper) - max(lo, r.lower) <= 0.5 * (up - lo)
-        lo, up = max(lo, r.lower), min(up, r.upper)
-        lo = min(lo, up)
-        if not halved:
-            break
+    def at_cut(cut):
+        sc, core, rem = _parts(entries, direction, eps_ref, log_target, skip_if_capped, rtol, cut, meter,
+                               hints=hints)
+        r = meter.run(sc.plds, lambda: solve(core, rem, eps_ref))
+        det = {"split": True, "ell_cut": sc.ell_cut, "core": core.details(), "remainder": rem.details(),
+               "nodes": core.details()["nodes"] + rem.details()["nodes"]}
+        return r.lower, r.upper, (r.estimate, det)
+
+    lo, up, found = _other_cuts(eps_ref, best_det.get("ell_cut"), best.lower, best.upper,
+                                lambda lo_, up_, _f: up_ - lo_ <= EPS_RTOL * max(up_, 1e-12) or up_ == 0.0,
+                                at_cut)
+    est = best.estimate
+    if found is not None:
+        est, best_det = found
     return C.EpsilonBounds(delta, min(max(est, lo), up), lo, up, direction, best_det)
