@@ -260,7 +260,8 @@ def build_accountant(claim: dict, sampling: str | None = None) -> PrivacyAccount
     relation = claim.get("relation", "add_remove")
     if relation not in RELATIONS:
         raise _Unsupported(f"neighbouring relation {relation!r} is not supported (supported: {RELATIONS})")
-    acct = PrivacyAccountant(relation=relation)
+    # (an audit is reproducible: no time limit, the same certificate on every machine)
+    acct = PrivacyAccountant(relation=relation, time_limit=None)
     if "dpsgd" in claim:
         from mechanisms.gaussian import Gaussian
         from mechanisms.subsampled import SubsampledGaussian

@@ -145,10 +145,10 @@ def _accountant(args: argparse.Namespace, extra: list[str]) -> PrivacyAccountant
     if args.state:
         if args.mechanism or extra:
             raise CLIError("give either --state or --mechanism, not both")
-        return PrivacyAccountant.load(args.state)
+        return apply_time_limit(PrivacyAccountant.load(args.state), args)
     if not args.mechanism:
         raise CLIError("give --mechanism NAME (see 'dpcert mechanisms') or --state FILE")
-    acct = PrivacyAccountant(relation=args.relation)
+    acct = apply_time_limit(PrivacyAccountant(relation=args.relation), args)
     acct.compose(_mechanism_from_args(args.mechanism, extra), args.times)
     return acct
 
@@ -296,6 +296,24 @@ def _query_options(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--compare", action="store_true",
                    help=f"evaluate every valid route and show each route's certified {what} (with a fixed "
                         "--method the certificate stays that method's)")
+    time_limit_option(p)
+
+
+def time_limit_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--time-limit", type=number, default=None, metavar="SECONDS",
+                   help="time limit of a --method auto query (default 2): past it the best certified "
+                        "bracket so far is returned with a warning; 0 = no limit (the same answer on "
+                        "every machine)")
+
+
+def apply_time_limit(acct: PrivacyAccountant, args: argparse.Namespace) -> PrivacyAccountant:
+    """Set ``--time-limit`` (if given) on ``acct``: seconds >= 0, 0 = no limit."""
+    value = getattr(args, "time_limit", None)
+    if value is not None:
+        if not (value >= 0.0) or value > 1e6:
+            raise CLIError(f"--time-limit must lie in [0, 1e6] seconds (0 = no limit), got {value!r}")
+        acct.time_limit = None if value == 0.0 else float(value)
+    return acct
 
 
 def build_parser() -> argparse.ArgumentParser:

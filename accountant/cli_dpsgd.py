@@ -114,6 +114,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--delta", type=cli.number, required=True, help="target delta in (0, 1)")
     p.add_argument("--method", default="auto", choices=METHODS,
                    help="conversion route (default auto: the smallest certified bound)")
+    cli.time_limit_option(p)
     p.add_argument("--json", action="store_true", help="machine-readable JSON output")
     p.add_argument("--quiet", dest="quiet", action="store_true",
                    help="no progress or step-derivation lines on stderr ('-q' is --sample-rate here; "
@@ -134,7 +135,7 @@ def cmd_dpsgd(args: argparse.Namespace, extra: list[str]) -> int:
     if q is None or steps is None or args.sigma is None:
         raise cli.CLIError("need --sigma, the sample rate (--sample-rate, or --batch-size with "
                            "--dataset-size) and the number of steps (--steps or --epochs)")
-    acct = PrivacyAccountant(relation=args.relation)
+    acct = cli.apply_time_limit(PrivacyAccountant(relation=args.relation), args)
     if args.steps_per_record is not None and args.sampling != "balls_in_bins":
         raise cli.CLIError("--steps-per-record applies to --sampling balls_in_bins only")
     if args.sampling == "poisson" and args.relation == "add_remove":

@@ -20,6 +20,7 @@ from .ledger import Ledger
 from .route_choice import (  # noqa: F401 (the auto rules, also read by tests and reports)
     AUTO_SKIP_ATOL_DELTA,
     AUTO_SKIP_RTOL,
+    AUTO_TIME_LIMIT,
     AUTO_WORK_LIMIT,
     DEFER_ATOL_EPS,
     DEFER_RTOL,
@@ -58,6 +59,13 @@ class PrivacyAccountant:
     budget : PrivacyBudget, optional
         If given, ``compose``/``step`` raise :class:`BudgetExceeded` instead of recording a
         composition whose certified epsilon at ``budget.delta`` would exceed ``budget.epsilon``.
+    time_limit : float or None, default 2.0
+        Seconds (wall clock) a ``method="auto"`` query may spend before it stops starting further
+        numerical routes and refinements; the best certified bracket found so far is then returned, with
+        ``details["time_limit"] = True`` and a warning (:class:`AccuracyWarning`).  A step already
+        running finishes (each route bounds its own work), so a query can overrun the limit by about
+        one step.  ``None``: no time limit (the routes' own work limits only); the answer is then the
+        same on every machine.  Named methods (``method="cf"`` etc.) are never time-limited.
 
     Examples
     --------
@@ -70,11 +78,13 @@ class PrivacyAccountant:
     """
 
     def __init__(self, relation: str = "add_remove", rtol: float = contour.DEFAULT_RTOL,
-                 budget: PrivacyBudget | None = None):
+                 budget: PrivacyBudget | None = None, time_limit: float | None = AUTO_TIME_LIMIT):
         if relation not in RELATIONS:
             raise ValueError(f"relation must be one of {RELATIONS}, got {relation!r}")
         self.relation = relation
         self.rtol = V.real("rtol", rtol, low=1e-14, high=1e-2)
+        self.time_limit = None if time_limit is None else V.real("time_limit", time_limit, low=0.0,
+                                                                 high=1e6, low_open=True)
         if budget is not None and not isinstance(budget, PrivacyBudget):
             raise TypeError("budget must be a PrivacyBudget")
         self.budget = budget
@@ -126,7 +136,7 @@ class PrivacyAccountant:
             return self.compose(*entries[0])
         if not entries:
             return self
-        trial = PrivacyAccountant(self.relation, self.rtol)
+        trial = PrivacyAccountant(self.relation, self.rtol, time_limit=self.time_limit)
         trial._ledger = self._ledger.copy()
         for m, k in entries:
             if self.relation not in m.relations:
@@ -159,7 +169,7 @@ class PrivacyAccountant:
 
     def _empty_like(self) -> PrivacyAccountant:
         """A new, empty accountant with this one's relation and accuracy target (no budget)."""
-        return PrivacyAccountant(self.relation, self.rtol)
+        return PrivacyAccountant(self.relation, self.rtol, time_limit=self.time_limit)
 
     @staticmethod
     def _auto_rules() -> tuple[float, float]:
@@ -214,7 +224,7 @@ class PrivacyAccountant:
         check_budget(self, mechanism, times)
 
     def _copy_with(self, mechanism: Mechanism, times: int) -> PrivacyAccountant:
-        trial = PrivacyAccountant(self.relation, self.rtol)
+        trial = PrivacyAccountant(self.relation, self.rtol, time_limit=self.time_limit)
         trial._ledger = self._ledger.copy()
         trial._ledger.add(mechanism, times)
         return trial
@@ -408,7 +418,7 @@ class PrivacyAccountant:
 
     # ------------------------------------------------------------------ persistence
     def to_state(self) -> dict:
-        doc = {"relation": self.relation, "rtol": self.rtol,
+        doc = {"relation": self.relation, "rtol": self.rtol, "time_limit": self.time_limit,
                "budget": None if self.budget is None else {"epsilon": self.budget.epsilon,
                                                             "delta": self.budget.delta},
                "ledger": self._ledger.to_list()}
@@ -439,7 +449,8 @@ class PrivacyAccountant:
             relation = doc.get("relation", "add_remove")
             if not isinstance(relation, str):
                 raise ValueError(f"state 'relation' must be one of {RELATIONS}, got {relation!r}")
-            acct = cls(relation=relation, rtol=doc.get("rtol", contour.DEFAULT_RTOL), budget=budget)
+            acct = cls(relation=relation, rtol=doc.get("rtol", contour.DEFAULT_RTOL), budget=budget,
+                       time_limit=doc.get("time_limit", AUTO_TIME_LIMIT))
             acct._ledger = Ledger.from_list(doc.get("ledger", []))
             acct._epoch_progress = _load_progress(doc.get("epoch_progress", []))
             acct._history = [[m, k] for m, k in acct._ledger.items()]

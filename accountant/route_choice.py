@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import sys
+import time
 from typing import TYPE_CHECKING
 
 from conversions.bracket import Bracket
@@ -34,6 +35,24 @@ DEFER_ATOL_EPS = 1e-4
 # gets the room it needs for few steps at tiny delta (q = 1e-3, sigma = 2, T = 10, delta = 1e-10: the
 # remove direction's split uses 3.1e7 units, ~1 s, and narrows [0.0139, 0.0156] to 1e-3 relative)
 DEFERRED_WORK_LIMIT = 5e7
+# the default time limit of an "auto" query (seconds, wall clock; ``PrivacyAccountant(time_limit=...)``):
+# past it no further numerical route is started and the discretised PLD and the near-atomic split stop
+# refining; the best certified bracket so far is returned with a warning.  A step already running
+# finishes (bounded by its route's own work limit), so a query may overrun the limit by about one step
+AUTO_TIME_LIMIT = 2.0
+# ... but only once the best certified bracket is within this relative width: a wider one (e.g. only the
+# RDP bound so far) goes on to the next route, bounded by the routes' own work limits
+TIME_LIMIT_RTOL = 0.1
+_TIME_WARNING = ("the query reached its time limit ({limit:g} s) before {what}; the bracket is certified "
+                 "but may be wider than the target (PrivacyAccountant(time_limit=None) lifts the limit)")
+
+
+def _within_target(query: str, upper: float, lower: float) -> bool:
+    """Whether a bracket meets auto's width target (``DEFER_RTOL`` relative, or for epsilon
+    ``DEFER_ATOL_EPS`` absolute): a time limit that stopped the query then needs no warning."""
+    if not math.isfinite(upper):
+        return False
+    return upper - lower <= max(DEFER_RTOL * abs(upper), DEFER_ATOL_EPS if query == "epsilon" else 0.0)
 
 
 def select(acct: PrivacyAccountant, method: str, query: str, value: float,
@@ -88,6 +107,10 @@ def select(acct: PrivacyAccountant, method: str, query: str, value: float,
                     continue
         return method, chosen, cands
     ctx.work_limit = AUTO_WORK_LIMIT  # auto has other routes to fall back on: a tighter limit
+    time_limit = getattr(acct, "time_limit", AUTO_TIME_LIMIT)
+    if time_limit is not None and not compare:
+        ctx.deadline = time.monotonic() + time_limit
+    timed_out: list[str] = []
     results: dict[str, Bracket] = {}
     skipped: list[str] = []
     reasons: list[str] = []  # (for skips other than the AUTO_SKIP_RTOL rule)
@@ -131,11 +154,20 @@ def select(acct: PrivacyAccountant, method: str, query: str, value: float,
             # lower bound only because the pairs are not attained, e.g. GNMax): they cannot beat it
             skipped.append(route.name)
             continue
+        if (results and getattr(route, "numerical", False) and ctx.deadline is not None
+                and lower is not None and math.isfinite(best_val)
+                and best_val - lower <= TIME_LIMIT_RTOL * abs(best_val)
+                and time.monotonic() >= ctx.deadline):
+            # the time limit: no further numerical route is started (a cheap one, e.g. RDP, still runs)
+            skipped.append(route.name)
+            timed_out.append(route.name)
+            continue
         # a route that predicts an expensive, wide answer gives way to the next one, and is run in
         # full afterwards only if the bracket is still wider than the target
         ctx.skip_if_capped = (not compare and not was_deferred
                               and any(getattr(r, "numerical", False) for r, _ in queue))
         ctx.work_limit = DEFERRED_WORK_LIMIT if was_deferred else AUTO_WORK_LIMIT
+        ctx.split_work_limit = DEFERRED_WORK_LIMIT
         try:
             r = results[route.name] = run(route)
         except routes.RouteDeferred as exc:
@@ -172,6 +204,15 @@ def select(acct: PrivacyAccountant, method: str, query: str, value: float,
             notes.append("lower bound from explicit neighbouring datasets (attained pairs)")
     best = min(results, key=lambda m: results[m].upper)
     chosen = results[best]
+    if timed_out:
+        names = ", ".join(sorted(set(timed_out)))
+        reasons.append(f"{names}: the query's time limit ({time_limit:g} s)")
+        chosen = chosen.with_details(time_limit=True)
+        if lower is None or not _within_target(query, chosen.upper, lower):
+            warn = _TIME_WARNING.format(limit=time_limit, what=f"running {names}")
+            if chosen.details.get("warning"):
+                warn = chosen.details["warning"] + "; " + warn
+            chosen = chosen.with_details(warning=warn)
     if skipped:
         chosen = chosen.with_details(skipped_routes=",".join(skipped))
     if reasons:

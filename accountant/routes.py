@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -55,6 +56,12 @@ class QueryContext:
     skip_if_capped: bool = False
     #: work limit (contour units) of a numerical route's query; None: the route's own default
     work_limit: float | None = None
+    #: work limit of the cf route's near-atomic split (its whole query, every part contour); None: as
+    #: ``work_limit``
+    split_work_limit: float | None = None
+    #: the query's time limit as a ``time.monotonic()`` value (set by ``method="auto"``): the numerical
+    #: routes stop refining when they predict to pass it and return their certified bracket with a warning
+    deadline: float | None = None
 
 
 class RouteDeferred(Exception):
@@ -290,9 +297,11 @@ class CharacteristicFunctionRoute:
     def _split(self, split_fn, ledger: Ledger, value: float, direction: str, ctx: QueryContext):
         """(the near-atomic split's bracket for one direction or None when it cannot answer, the work it
         used).  A failure is remembered for the ledger and query with the work limit it had: a re-run does
-        not repeat it unless it has a larger limit (a deferred re-run under ``auto``)."""
+        not repeat it unless it has a larger limit (a deferred re-run under ``auto``); one at the query's
+        time limit is not remembered."""
         key = ("cf_split_failed", split_fn.__name__, value, direction)
-        limit = contour.QUERY_WORK_LIMIT if ctx.work_limit is None else ctx.work_limit
+        limit = ctx.work_limit if ctx.split_work_limit is None else ctx.split_work_limit
+        limit = contour.QUERY_WORK_LIMIT if limit is None else limit
         if key in ctx.cache and ctx.cache[key][1] >= limit:
             return None, ctx.cache[key][0]
         stats: dict = {}
@@ -300,8 +309,11 @@ class CharacteristicFunctionRoute:
             # (capped part contours still give certified, if wider, brackets: the split answers with
             # them rather than deferring; auto then also asks the routes after this one)
             return split_fn(ledger.items(), value, direction, max(ctx.rtol, self.SPLIT_RTOL),
-                            skip_if_capped=False, work_limit=ctx.work_limit, stats=stats), stats["work"]
+                            skip_if_capped=False, work_limit=limit, stats=stats,
+                            deadline=ctx.deadline), stats["work"]
         except (contour.WouldBeCapped, contour.WorkLimitReached, ValueError, ArithmeticError):
+            if ctx.deadline is not None and time.monotonic() >= ctx.deadline:
+                return None, stats.get("work", 0.0)  # (the time limit: not a property of the ledger)
             ctx.cache[key] = (stats.get("work", 0.0), limit)
             return None, ctx.cache[key][0]
 
@@ -398,7 +410,7 @@ class DiscretisedPLDRoute:
     def _run(self, fn, ledger: Ledger, value: float, ctx: QueryContext) -> Bracket:
         items = self._check(ledger, ctx)
         try:
-            res = [fn(items, value, d, self._rtol(ctx)) for d in directions(ledger)]
+            res = [fn(items, value, d, self._rtol(ctx), deadline=ctx.deadline) for d in directions(ledger)]
         except (OverflowError, ZeroDivisionError) as exc:
             # outside the range the discretisation handles (e.g. eps ~ 1e6): no answer, never a wrong one
             raise RouteUnavailable(f"the discretised PLD overflowed at this query ({exc})") from None

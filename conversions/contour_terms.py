@@ -4,6 +4,7 @@ helpers shared by its modules."""
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
 DEFAULT_RTOL = 1e-8
@@ -18,6 +19,15 @@ _U64 = 1.1102230246251565e-16
 # trivial one) with ``details["work_limit"]`` set: never a hang.
 QUERY_WORK_LIMIT = 1.0e8
 QUERY_TIME_LIMIT = 30.0
+
+
+def time_left(deadline: float | None) -> float:
+    """Seconds until ``deadline`` (a ``time.monotonic()`` value; None: no deadline) within the wall-clock
+    backstop ``QUERY_TIME_LIMIT``; never negative."""
+    limit = QUERY_TIME_LIMIT
+    if deadline is not None:
+        limit = min(limit, deadline - time.monotonic())
+    return max(limit, 0.0)
 _EVAL_CHUNK = 4096  # nodes per mechanism call, so the meter is checked between chunks
 
 

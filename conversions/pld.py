@@ -70,12 +70,14 @@ folded modulo N onto the window [A, A + N).  Error terms (all added on the safe 
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
 from mechanisms.base import check_direction
 
 from .contour import DeltaBounds, EpsilonBounds
+from .contour_terms import time_left
 from .pld_eval import _Evaluator, _rr_available, _run, _solve
 from .pld_grid import (
     DEFAULT_MAX_POINTS,
@@ -155,6 +157,40 @@ def _details(ev: _Evaluator, passes: int) -> dict:
             "log_out_upper": c.log_out_up, "capped": c.capped, "passes": passes}
 
 
+_TIME_WARNING = ("the discretised-PLD route stopped refining at the query's time limit; the bracket is "
+                 "certified but wider than its target")
+
+
+class _Clock:
+    """The time limit of a PLD query: a refinement pass runs only if it is predicted to end before the
+    deadline (its cost taken as the previous pass's times the growth of its grid, at most 16x; a capped
+    grid does not grow).  ``stopped`` records that a pass or the split was skipped."""
+
+    def __init__(self, deadline: float | None):
+        self.deadline = deadline
+        self.last = 0.0
+        self.stopped = False
+
+    def timed(self, fn, *args, **kwargs):
+        t0 = time.monotonic()
+        out = fn(*args, **kwargs)
+        self.last = time.monotonic() - t0
+        return out
+
+    def allows(self, growth: float = 1.0) -> bool:
+        if self.deadline is None:
+            return True
+        ok = self.last * min(max(growth, 1.0), 16.0) <= time_left(self.deadline)
+        self.stopped = self.stopped or not ok
+        return ok
+
+    def mark(self, details: dict) -> dict:
+        if self.stopped:
+            details["time_limit"] = True
+            details["warning"] = _TIME_WARNING
+        return details
+
+
 def _prepare(entries, direction, rtol, max_points):
     check_direction(direction)
     rtol = _check_rtol(rtol)
@@ -166,7 +202,7 @@ def _prepare(entries, direction, rtol, max_points):
 
 
 def pld_delta_bounds(entries, eps: float, direction: str = "remove", rtol: float = 1e-3, *,
-                     max_points: int = DEFAULT_MAX_POINTS) -> DeltaBounds:
+                     max_points: int = DEFAULT_MAX_POINTS, deadline: float | None = None) -> DeltaBounds:
     """Certified bracket on delta(eps) of the composition (one direction) by the discretised PLD.
 
     Parameters
@@ -177,6 +213,9 @@ def pld_delta_bounds(entries, eps: float, direction: str = "remove", rtol: float
     rtol : target relative width of the bracket, in [1e-9, 0.5].
     max_points : cap on the FFT length and on each entry's grid (a capped query gives a wider, still
         certified bracket with ``details["capped"] = True``).
+    deadline : a ``time.monotonic()`` value (the caller's time limit), or None.  The first pass always
+        runs; a refinement pass (or the near-atomic split) predicted to end after it is skipped, and the
+        still certified bracket carries ``details["time_limit"] = True`` and a warning.
 
     Returns
     -------
@@ -197,41 +236,45 @@ def pld_delta_bounds(entries, eps: float, direction: str = "remove", rtol: float
     # the delta bracket is about exp((1 + theta) T Delta) wide: aim T Delta at rtol / (2 + theta)
     width = 0.9 * rtol / (2.0 + c_ch)
     d_ref = max(d_ch * 1e-2, 1e-300) + p_inf
-    ev = _run(ents, direction, width, ranges, eps, max_points, rtol, eps, d_ref, c_ch)
+    clock = _Clock(deadline)
+    ev = clock.timed(_run, ents, direction, width, ranges, eps, max_points, rtol, eps, d_ref, c_ch)
     lo, up = ev.lower(eps), ev.upper(eps)
     passes = 1
     for _ in range(2):
         if up - lo <= rtol * up or ev.c.capped:
             break
-        width = 0.9 * rtol / (2.0 + ev.c.theta) / (4.0 if passes > 1 else 1.0)
+        new_width = 0.9 * rtol / (2.0 + ev.c.theta) / (4.0 if passes > 1 else 1.0)
+        if not clock.allows(width / new_width):
+            break
+        width = new_width
         # ranges again for the tilt found and the delta now known (the top mass must be << delta)
         if lo > 0:
             d_ref = lo
         ranges = _ranges(ents, direction, rtol, d_ref, 0.5 * ev.c.theta)
-        ev = _run(ents, direction, width, ranges, eps, max_points, rtol, eps, d_ref, ev.c.theta)
+        ev = clock.timed(_run, ents, direction, width, ranges, eps, max_points, rtol, eps, d_ref, ev.c.theta)
         lo, up = max(lo, ev.lower(eps)), min(up, ev.upper(eps))
         passes += 1
     lo = min(lo, up)
     details = _details(ev, passes)
-    if up - lo > rtol * up and split_applicable(ents, up):
+    if up - lo > rtol * up and split_applicable(ents, up) and clock.allows():
         # near-atomic steps: condition on the number of large steps (conversions.pld_split)
         res = split_delta_bracket(ents, eps, direction, rtol, eps, d_ref, max_points)
         if res is not None:
             lo, up = max(lo, res[0]), min(up, res[1])
             lo = min(lo, up)
             details.update(res[2])
-    return DeltaBounds(eps, 0.5 * (lo + up), lo, up, direction, details)
+    return DeltaBounds(eps, 0.5 * (lo + up), lo, up, direction, clock.mark(details))
 
 
 def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: float = 1e-3, *,
-                       max_points: int = DEFAULT_MAX_POINTS) -> EpsilonBounds:
+                       max_points: int = DEFAULT_MAX_POINTS, deadline: float | None = None) -> EpsilonBounds:
     """Certified eps(delta) for one direction by the discretised PLD.
 
     ``upper`` satisfies delta_upper(upper) <= delta (so the pair is (upper, delta)-DP), ``lower``
     satisfies delta_lower(lower) >= delta (no eps below it is valid); both are >= 0.  Target width:
-    (upper - lower) <= rtol * upper, or <= 0.1 rtol absolute when eps < 0.1.  Parameters as in
-    ``pld_delta_bounds``; ``delta`` in (0, 1).  An eps whose certification fails (window, cap) is
-    reported as upper = inf rather than guessed.
+    (upper - lower) <= rtol * upper, or <= 0.1 rtol absolute when eps < 0.1.  Parameters (and the
+    ``deadline``) as in ``pld_delta_bounds``; ``delta`` in (0, 1).  An eps whose certification fails
+    (window, cap) is reported as upper = inf rather than guessed.
     """
     if isinstance(delta, bool) or not isinstance(delta, int | float) or not (0.0 < delta < 1.0):
         raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
@@ -247,8 +290,10 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
     eps_ch, c_ch = _chernoff_eps(curve, delta - p_inf)
     ranges = _ranges(ents, direction, rtol, delta, 0.5 * c_ch)
     # pass 1: a grid 16x coarser than the target, tilted at the Chernoff estimate, window from eps = 0
-    ev = _run(ents, direction, 16 * 0.9 * max(rtol * eps_ch, 0.1 * rtol), ranges, eps_ch, max_points,
-              rtol, 0.0, delta, c_ch, delta_sp=delta - p_inf)
+    clock = _Clock(deadline)
+    width = 16 * 0.9 * max(rtol * eps_ch, 0.1 * rtol)
+    ev = clock.timed(_run, ents, direction, width, ranges, eps_ch, max_points, rtol, 0.0, delta, c_ch,
+                     delta_sp=delta - p_inf)
     lo, up = _solve(ev, delta)
     passes, extra = 1, math.inf
     for _ in range(3):
@@ -269,20 +314,24 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
         # grid ranges for this tilt (the lower cut depends on it), then the target grid
         ranges = _ranges(ents, direction, rtol, delta, 0.5 * theta_hint)
         target = max(rtol * est, 0.1 * rtol)
+        prev_width = width
         width = 0.8 * target  # leaves room for the error terms (~10% of the bracket at 1e-3)
         if passes > 1:
             # the eps bracket = the rounding shifts + the rest (error terms, which grow with the number
             # of cells): aim the shifts at what the rest leaves, or halve when it leaves little
             room = target - 1.5 * extra
             width = 0.95 * room if room > 0.25 * target else 0.9 * target / 2.0 ** (passes - 1)
-        ev = _run(ents, direction, width, ranges, tilt, max_points, rtol, a_next, delta, theta_hint)
+        if not clock.allows(1.0 if ev.c.capped else prev_width / width):
+            break
+        ev = clock.timed(_run, ents, direction, width, ranges, tilt, max_points, rtol, a_next, delta,
+                         theta_hint)
         lo2, up2 = _solve(ev, delta)
         extra = max((up2 - lo2) - (ev.shift_lo + ev.c.shift_up), 0.0) if math.isfinite(up2) else math.inf
         lo, up = max(lo, lo2), min(up, up2)
         passes += 1
     lo = min(lo, up)
     details = _details(ev, passes)
-    if not (up - lo <= max(rtol * up, 0.1 * rtol)) and split_applicable(ents, delta):
+    if not (up - lo <= max(rtol * up, 0.1 * rtol)) and split_applicable(ents, delta) and clock.allows():
         # near-atomic steps: condition on the number of large steps (conversions.pld_split)
         res = split_epsilon_bracket(ents, delta, direction, rtol, lo, up, max_points)
         if res is not None:
@@ -290,7 +339,7 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
             lo = min(lo, up)
             details.update(res[2])
     est = 0.5 * (lo + up) if math.isfinite(up) else lo
-    return EpsilonBounds(delta, est, lo, up, direction, details)
+    return EpsilonBounds(delta, est, lo, up, direction, clock.mark(details))
 
 
 def pld_cost(entries, direction: str = "remove", rtol: float = 1e-3, eps_hint: float | None = None) -> float:

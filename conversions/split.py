@@ -55,32 +55,60 @@ U = 2.0**-53
 NEGLIGIBLE = 1.0
 #: epsilon queries stop refining once the certified bracket is this narrow (relative)
 EPS_RTOL = 1e-4
+#: a bracket cut short by the caller's deadline carries a warning only when it is wider than this
+#: (relative; the width target of ``method="auto"``)
+TIME_LIMIT_RTOL = 1e-3
 
 
 class _Meter:
     """One work and time budget for a whole split query (every pass, both parts): the contours' meters
-    are started with what is left and charged back after each step (``stats["work"]``: the work used)."""
+    are started with what is left and charged back after each step (``stats["work"]``: the work used).
+    The caller's ``deadline`` (a ``time.monotonic()`` value) only limits refinements of an answered query:
+    the query itself is bounded by the work limit and the backstop ``QUERY_TIME_LIMIT``."""
 
-    def __init__(self, work_limit: float | None, stats: dict | None = None):
+    def __init__(self, work_limit: float | None, stats: dict | None = None, deadline: float | None = None):
         self.left = self.limit = C.QUERY_WORK_LIMIT if work_limit is None else float(work_limit)
-        self.deadline = time.monotonic() + C.QUERY_TIME_LIMIT
+        self.backstop = time.monotonic() + C.QUERY_TIME_LIMIT
+        self.deadline = deadline
+        #: set once the query has a certified bracket: from then on the caller's deadline applies too
+        #: (a refinement past it is cut short and the bracket stands)
+        self.answered = False
+        self.cut_short = False  # a refinement was cut short by the deadline
         self.stats = {} if stats is None else stats
         self.stats["work"] = 0.0
 
     def run(self, plds, fn):
-        t_left = self.deadline - time.monotonic()
+        end = self.backstop
+        if self.answered and self.deadline is not None:
+            end = min(end, self.deadline)
+        t_left = end - time.monotonic()
         if self.left <= 0.0 or t_left <= 0.0:
-            raise C.WorkLimitReached("the near-atomic split reached its per-query work limit")
+            self.cut_short = self.cut_short or (self.answered and end == self.deadline)
+            raise C.WorkLimitReached("the near-atomic split reached its per-query work or time limit")
         for p in plds:
             p.start_query(self.left, t_left)
         try:
             return fn()
+        except C.WorkLimitReached:
+            if self.answered and self.deadline is not None and time.monotonic() >= self.deadline:
+                self.cut_short = True
+            raise
         finally:
             used = sum(self.left - p._work_left for p in plds)
             for p in plds:
                 p.stop_query()
             self.left -= used
             self.stats["work"] = self.limit - self.left
+
+    def mark(self, details: dict, lo: float, up: float) -> dict:
+        """``details`` with the time-limit flag when a refinement was cut short, and a warning when the
+        bracket [lo, up] is then wider than ``TIME_LIMIT_RTOL`` (relative)."""
+        if self.cut_short:
+            details["time_limit"] = True
+            if not up - lo <= TIME_LIMIT_RTOL * up:
+                details["warning"] = ("the near-atomic split stopped refining at the query's time limit; "
+                                      "the bracket is certified but wider than its target")
+        return details
 
 
 # ------------------------------------------------------------------------------------ the split
@@ -319,18 +347,20 @@ def _bracket(core: _PartGrid, rem: _PartGrid, eps: float) -> tuple[float, float,
 
 def split_delta_bounds(entries, eps: float, direction: str = "remove", rtol: float = 1e-8, *,
                        skip_if_capped: bool = False, work_limit: float | None = None,
-                       ell_cut: float | None = None, stats: dict | None = None) -> C.DeltaBounds:
+                       ell_cut: float | None = None, stats: dict | None = None,
+                       deadline: float | None = None) -> C.DeltaBounds:
     """Certified bracket on delta(eps) (one direction) by the near-atomic split (module docstring).
 
     Raises :class:`conversions.contour.WouldBeCapped` (with ``skip_if_capped``) when a part's contour
     would be capped, and :class:`conversions.contour.WorkLimitReached` past the work limit: the caller
-    then falls back to another route.  ``stats`` (a dict, if given) receives the work used ("work"),
-    also when the query fails.
+    then falls back to another route.  Past ``deadline`` (a ``time.monotonic()`` value, the caller's time
+    limit) no refinement of a certified bracket is started or finished: that bracket is returned.
+    ``stats`` (a dict, if given) receives the work used ("work"), also when the query fails.
     """
     full = C.ComposedPLD(entries, direction)
     if eps < 0.0 or not full.entries:
         raise ValueError("the split route answers eps >= 0 for a non-empty ledger")
-    meter = _Meter(work_limit, stats)
+    meter = _Meter(work_limit, stats, deadline)
 
     def start() -> float:
         c = full.saddle(eps)
@@ -340,11 +370,17 @@ def split_delta_bounds(entries, eps: float, direction: str = "remove", rtol: flo
     best = None
     hints: dict = {}
     for _ in range(3):
-        sc, core, rem = _parts(entries, direction, eps, log_target, skip_if_capped, rtol, ell_cut, meter,
-                               hints=hints)
-        est, lo, up = meter.run(sc.plds, lambda _c=core, _r=rem: _bracket(_c, _r, eps))
+        try:
+            sc, core, rem = _parts(entries, direction, eps, log_target, skip_if_capped, rtol, ell_cut, meter,
+                                   hints=hints)
+            est, lo, up = meter.run(sc.plds, lambda _c=core, _r=rem: _bracket(_c, _r, eps))
+        except C.WorkLimitReached:
+            if best is None:
+                raise
+            break  # the limit came during a refinement: the certified bracket of the pass before stands
         if best is None or up - lo < best[2] - best[1]:
             best = (est, lo, up, sc, core, rem)
+        meter.answered = True
         if up - lo <= rtol * max(est, 1e-300) or est <= 0.0:
             break
         log_target = math.log(max(est, 1e-300)) + math.log(rtol) - math.log(8.0)
@@ -367,12 +403,12 @@ def split_delta_bounds(entries, eps: float, direction: str = "remove", rtol: flo
         lo = min(lo, up)
     det = {"split": True, "ell_cut": sc.ell_cut, "core": core.details(), "remainder": rem.details(),
            "nodes": core.details()["nodes"] + rem.details()["nodes"]}
-    return C.DeltaBounds(eps, min(max(est, lo), up), lo, up, direction, det)
+    return C.DeltaBounds(eps, min(max(est, lo), up), lo, up, direction, meter.mark(det, lo, up))
 
 
 def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: float = 1e-8, *,
                          skip_if_capped: bool = False, work_limit: float | None = None,
-                         stats: dict | None = None) -> C.EpsilonBounds:
+                         stats: dict | None = None, deadline: float | None = None) -> C.EpsilonBounds:
     """Certified eps(delta) (one direction) by the near-atomic split: the smallest eps >= 0 whose certified
     delta bracket's upper end is <= delta, and the lower end's root as the lower bound.
 
@@ -386,7 +422,7 @@ def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol:
         raise ValueError("the split route answers 0 < delta < 1 for a non-empty ledger")
     if full.tv_bound is not None and full.tv_bound <= delta:
         return C.EpsilonBounds(delta, 0.0, 0.0, 0.0, direction, {"reason": "total-variation cap"})
-    meter = _Meter(work_limit, stats)
+    meter = _Meter(work_limit, stats, deadline)
     log_target = math.log(delta) + math.log(rtol) - math.log(8.0)
     best = None
     best_det: dict = {}
@@ -421,18 +457,23 @@ def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol:
     for _ in range(3):  # integrated passes (after a capped one, at a low cut: the core stays narrow)
         cut = 0.5 * eps_ref if capped is not None and not integrated else None
         try:
-            sc, core, rem = _parts(entries, direction, eps_ref, log_target, skip_if_capped, rtol, cut, meter,
-                                   hints=hints)
-        except C.WouldBeCapped as exc:  # this cut or line cannot be integrated: try the next pass
-            capped = exc
-            continue
-        r = meter.run(sc.plds, lambda _c=core, _r=rem, _e=eps_ref: solve(_c, _r, _e))
+            try:
+                sc, core, rem = _parts(entries, direction, eps_ref, log_target, skip_if_capped, rtol, cut,
+                                       meter, hints=hints)
+            except C.WouldBeCapped as exc:  # this cut or line cannot be integrated: try the next pass
+                capped = exc
+                continue
+            r = meter.run(sc.plds, lambda _c=core, _r=rem, _e=eps_ref: solve(_c, _r, _e))
+        except C.WorkLimitReached:
+            if not integrated:
+                raise
+            break  # the limit came during a refinement: the narrowest certified bracket so far stands
         if not integrated or r.upper - r.lower < best.upper - best.lower or r.upper < best.lower:
             best = r
             best_det = {"split": True, "ell_cut": sc.ell_cut, "core": core.details(),
                         "remainder": rem.details(),
                         "nodes": core.details()["nodes"] + rem.details()["nodes"]}
-        integrated = True
+        integrated = meter.answered = True
         if r.upper - r.lower <= EPS_RTOL * max(r.upper, 1e-12) or r.upper == 0.0:
             break
         if abs(r.upper - eps_ref) <= 0.05 * eps_ref:
@@ -454,4 +495,5 @@ def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol:
     est = best.estimate
     if found is not None:
         est, best_det = found
-    return C.EpsilonBounds(delta, min(max(est, lo), up), lo, up, direction, best_det)
+    return C.EpsilonBounds(delta, min(max(est, lo), up), lo, up, direction,
+                           meter.mark(dict(best_det), lo, up))

@@ -1,0 +1,116 @@
+"""The time limit of ``method="auto"`` queries (``PrivacyAccountant(time_limit=...)``, default
+``AUTO_TIME_LIMIT`` seconds): past it no further numerical route is started and the discretised PLD and
+the near-atomic split stop refining.  The answer must stay a certified bracket: it is checked against
+the unlimited computation (other grids, other routes: the two brackets must overlap, and the limited one
+cannot be narrower), it is flagged and warned, and named methods and ``time_limit=None`` are untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import warnings
+
+import pytest
+
+from accountant import PrivacyAccountant
+from accountant.privacy_accountant import AUTO_TIME_LIMIT, AccuracyWarning
+from conversions import pld, split
+from mechanisms.subsampled import SubsampledGaussian
+
+# auto defers the contour (few steps at a small rate), runs the discretised PLD (several passes) and
+# re-runs the contour: ~1-3 s unlimited; a first PLD pass alone takes ~0.1-0.3 s
+SETTING = {"sigma": 0.8, "sample_rate": 1e-3, "steps": 100}
+DELTA = 1e-5
+
+
+def _query(time_limit, method="auto"):
+    acct = PrivacyAccountant(time_limit=time_limit).step(**SETTING)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cert = acct.certificate(delta=DELTA, method=method)
+    return cert, [w for w in caught if issubclass(w.category, AccuracyWarning)]
+
+
+@pytest.fixture(scope="module")
+def unlimited():
+    cert, warned = _query(None)
+    assert not warned and "time_limit" not in cert.details
+    return cert
+
+
+@pytest.mark.parametrize("bad, exc", [(0.0, ValueError), (-1.0, ValueError), (math.nan, ValueError),
+                                      (math.inf, ValueError), ("2", TypeError), (True, TypeError)])
+def test_time_limit_is_validated(bad, exc):
+    with pytest.raises(exc, match="time_limit"):
+        PrivacyAccountant(time_limit=bad)
+
+
+def test_time_limit_survives_the_state_file():
+    for value in (5.0, None):
+        acct = PrivacyAccountant(time_limit=value).step(**SETTING)
+        doc = json.loads(json.dumps(acct.to_state()))
+        assert PrivacyAccountant.from_state(doc).time_limit == value
+    # a state file written before the field existed gets the default
+    doc = PrivacyAccountant().to_state()
+    del doc["time_limit"]
+    assert PrivacyAccountant.from_state(doc).time_limit == AUTO_TIME_LIMIT
+    assert PrivacyAccountant().time_limit == AUTO_TIME_LIMIT
+
+
+def test_a_tiny_time_limit_returns_a_certified_flagged_bracket(unlimited):
+    cert, warned = _query(1e-6)
+    assert cert.details.get("time_limit") is True
+    assert "time limit" in cert.details["warning"] and warned
+    # both are certified brackets of the same true epsilon (different grids and routes): they overlap,
+    # and the unlimited one, which refines what the limited one stopped, is at least as narrow
+    assert cert.lower_bound <= unlimited.epsilon and unlimited.lower_bound <= cert.epsilon
+    assert cert.epsilon >= unlimited.epsilon
+    assert cert.epsilon - cert.lower_bound >= unlimited.epsilon - unlimited.lower_bound
+    # and it is still a useful answer (the first PLD pass), far below the RDP bound
+    rdp = PrivacyAccountant().step(**SETTING).certificate(delta=DELTA, method="rdp").epsilon
+    assert cert.epsilon < 0.5 * rdp
+
+
+def test_named_methods_are_not_time_limited():
+    limited, warned = _query(1e-6, method="pld")
+    free, _ = _query(None, method="pld")
+    assert "time_limit" not in limited.details and not warned
+    assert (limited.epsilon, limited.lower_bound) == (free.epsilon, free.lower_bound)
+
+
+def test_pld_with_a_passed_deadline_keeps_its_first_pass():
+    items = [(SubsampledGaussian(sigma=SETTING["sigma"], sample_rate=SETTING["sample_rate"]),
+              SETTING["steps"])]
+    full = pld.pld_epsilon_bounds(items, DELTA, "remove", 1e-3)
+    cut = pld.pld_epsilon_bounds(items, DELTA, "remove", 1e-3, deadline=time.monotonic() - 1.0)
+    assert cut.details["time_limit"] is True and cut.details["passes"] == 1
+    assert "time_limit" not in full.details and full.details["passes"] > 1
+    assert cut.lower <= full.upper and full.lower <= cut.upper
+    assert cut.upper - cut.lower > full.upper - full.lower
+
+
+def test_split_with_a_passed_deadline_answers_and_stops_refining():
+    # q = 1e-4, sigma = 1, T = 1000, delta = 1e-12: the split's first cut leaves a wide bracket and its
+    # alternative cuts narrow it (tests/test_split.py); past the deadline the first answer stands
+    items = [(SubsampledGaussian(sigma=1.0, sample_rate=1e-4), 1000)]
+    full = split.split_epsilon_bounds(items, 1e-12, "remove", 1e-4, work_limit=5e7)
+    cut = split.split_epsilon_bounds(items, 1e-12, "remove", 1e-4, work_limit=5e7,
+                                     deadline=time.monotonic() - 1.0)
+    assert cut.details.get("time_limit") is True and "time_limit" not in full.details
+    assert cut.lower <= full.upper and full.lower <= cut.upper
+    assert cut.upper - cut.lower >= full.upper - full.lower
+
+
+def test_cli_time_limit(capsys):
+    from accountant.cli import main
+
+    argv = ["dpsgd", "--sigma", "0.8", "--sample-rate", "1e-3", "--steps", "100", "--delta", "1e-5", "--json"]
+    assert main([*argv, "--time-limit", "-1"]) == 2
+    assert "--time-limit" in capsys.readouterr().err
+    # 0 = no limit: the certificate is the unlimited one, with no time-limit flag
+    assert main([*argv, "--time-limit", "0"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    free, _ = _query(None)
+    assert doc["epsilon"] == free.epsilon and "time_limit" not in doc.get("details", {})
