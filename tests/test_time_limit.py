@@ -47,6 +47,7 @@ def test_time_limit_is_validated(bad, exc):
         PrivacyAccountant(time_limit=bad)
 
 
+@pytest.mark.default_time_limit
 def test_time_limit_survives_the_state_file():
     for value in (5.0, None):
         acct = PrivacyAccountant(time_limit=value).step(**SETTING)
