@@ -28,6 +28,8 @@ def time_left(deadline: float | None) -> float:
     if deadline is not None:
         limit = min(limit, deadline - time.monotonic())
     return max(limit, 0.0)
+
+
 _EVAL_CHUNK = 4096  # nodes per mechanism call, so the meter is checked between chunks
 
 
