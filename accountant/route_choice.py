@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import math
 import sys
-import time
 from typing import TYPE_CHECKING
 
 from conversions.bracket import Bracket
+from conversions.contour_terms import query_clock
 
 from . import routes
 
@@ -35,7 +35,8 @@ DEFER_ATOL_EPS = 1e-4
 # gets the room it needs for few steps at tiny delta (q = 1e-3, sigma = 2, T = 10, delta = 1e-10: the
 # remove direction's split uses 3.1e7 units, ~1 s, and narrows [0.0139, 0.0156] to 1e-3 relative)
 DEFERRED_WORK_LIMIT = 5e7
-# the default time limit of an "auto" query (seconds, wall clock; ``PrivacyAccountant(time_limit=...)``):
+# the default time limit of an "auto" query (CPU seconds of the querying thread, so other processes' load
+# does not count; ``PrivacyAccountant(time_limit=...)``):
 # past it no further numerical route is started and the discretised PLD and the near-atomic split stop
 # refining; the best certified bracket so far is returned with a warning.  A step already running
 # finishes (bounded by its route's own work limit), so a query may overrun the limit by about one step
@@ -109,7 +110,7 @@ def select(acct: PrivacyAccountant, method: str, query: str, value: float,
     ctx.work_limit = AUTO_WORK_LIMIT  # auto has other routes to fall back on: a tighter limit
     time_limit = getattr(acct, "time_limit", AUTO_TIME_LIMIT)
     if time_limit is not None and not compare:
-        ctx.deadline = time.monotonic() + time_limit
+        ctx.deadline = query_clock() + time_limit
     timed_out: list[str] = []
     results: dict[str, Bracket] = {}
     skipped: list[str] = []
@@ -157,7 +158,7 @@ def select(acct: PrivacyAccountant, method: str, query: str, value: float,
         if (results and getattr(route, "numerical", False) and ctx.deadline is not None
                 and lower is not None and math.isfinite(best_val)
                 and best_val - lower <= TIME_LIMIT_RTOL * abs(best_val)
-                and time.monotonic() >= ctx.deadline):
+                and query_clock() >= ctx.deadline):
             # the time limit: no further numerical route is started (a cheap one, e.g. RDP, still runs)
             skipped.append(route.name)
             timed_out.append(route.name)
@@ -204,12 +205,18 @@ def select(acct: PrivacyAccountant, method: str, query: str, value: float,
             notes.append("lower bound from explicit neighbouring datasets (attained pairs)")
     best = min(results, key=lambda m: results[m].upper)
     chosen = results[best]
-    if timed_out:
+    # routes the time limit stopped early, also those whose (looser) bracket was not chosen: the answer
+    # might have been narrower without the limit, and the certificate says so
+    cut = sorted(m for m, r in results.items() if m != best and (r.details or {}).get("time_limit"))
+    if timed_out or cut:
         names = ", ".join(sorted(set(timed_out)))
-        reasons.append(f"{names}: the query's time limit ({time_limit:g} s)")
+        if timed_out:
+            reasons.append(f"{names}: the query's time limit ({time_limit:g} s)")
         chosen = chosen.with_details(time_limit=True)
         if lower is None or not _within_target(query, chosen.upper, lower):
-            warn = _TIME_WARNING.format(limit=time_limit, what=f"running {names}")
+            what = " and ".join(x for x in (f"running {names}" if names else "",
+                                            f"{', '.join(cut)} finished refining" if cut else "") if x)
+            warn = _TIME_WARNING.format(limit=time_limit, what=what)
             if chosen.details.get("warning"):
                 warn = chosen.details["warning"] + "; " + warn
             chosen = chosen.with_details(warning=warn)

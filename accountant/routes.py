@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -35,6 +34,7 @@ from conversions import (
     split,
 )
 from conversions.bracket import Bracket
+from conversions.contour_terms import query_clock
 from mechanisms.laplace import Laplace
 from mechanisms.subsampled import SubsampledGaussian
 
@@ -59,7 +59,8 @@ class QueryContext:
     #: work limit of the cf route's near-atomic split (its whole query, every part contour); None: as
     #: ``work_limit``
     split_work_limit: float | None = None
-    #: the query's time limit as a ``time.monotonic()`` value (set by ``method="auto"``): the numerical
+    #: the query's time limit as a ``conversions.contour_terms.query_clock()`` value (thread CPU seconds; set
+    #: by ``method="auto"``): the numerical
     #: routes stop refining when they predict to pass it and return their certified bracket with a warning
     deadline: float | None = None
 
@@ -312,7 +313,7 @@ class CharacteristicFunctionRoute:
                             skip_if_capped=False, work_limit=limit, stats=stats,
                             deadline=ctx.deadline), stats["work"]
         except (contour.WouldBeCapped, contour.WorkLimitReached, ValueError, ArithmeticError):
-            if ctx.deadline is not None and time.monotonic() >= ctx.deadline:
+            if ctx.deadline is not None and query_clock() >= ctx.deadline:
                 return None, stats.get("work", 0.0)  # (the time limit: not a property of the ledger)
             ctx.cache[key] = (stats.get("work", 0.0), limit)
             return None, ctx.cache[key][0]

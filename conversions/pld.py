@@ -70,14 +70,13 @@ folded modulo N onto the window [A, A + N).  Error terms (all added on the safe 
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 
 from mechanisms.base import check_direction
 
 from .contour import DeltaBounds, EpsilonBounds
-from .contour_terms import time_left
+from .contour_terms import query_clock, time_left
 from .pld_eval import _Evaluator, _rr_available, _run, _solve
 from .pld_grid import (
     DEFAULT_MAX_POINTS,
@@ -163,8 +162,9 @@ _TIME_WARNING = ("the discretised-PLD route stopped refining at the query's time
 
 class _Clock:
     """The time limit of a PLD query: a refinement pass runs only if it is predicted to end before the
-    deadline (its cost taken as the previous pass's times the growth of its grid, at most 16x; a capped
-    grid does not grow).  ``stopped`` records that a pass or the split was skipped."""
+    deadline (its cost taken as the previous pass's times the growth of its FFT window: the step ratio,
+    at most up to ``max_points`` and 16x; a capped grid does not grow).  ``stopped`` records that a pass
+    or the split was skipped."""
 
     def __init__(self, deadline: float | None):
         self.deadline = deadline
@@ -172,9 +172,9 @@ class _Clock:
         self.stopped = False
 
     def timed(self, fn, *args, **kwargs):
-        t0 = time.monotonic()
+        t0 = query_clock()
         out = fn(*args, **kwargs)
-        self.last = time.monotonic() - t0
+        self.last = query_clock() - t0
         return out
 
     def allows(self, growth: float = 1.0) -> bool:
@@ -223,9 +223,9 @@ def pld_delta_bounds(entries, eps: float, direction: str = "remove", rtol: float
     rtol : target relative width of the bracket, in [1e-9, 0.5].
     max_points : cap on the FFT length and on each entry's grid (a capped query gives a wider, still
         certified bracket with ``details["capped"] = True``).
-    deadline : a ``time.monotonic()`` value (the caller's time limit), or None.  The first pass always
-        runs; a refinement pass (or the near-atomic split) predicted to end after it is skipped, and the
-        still certified bracket carries ``details["time_limit"] = True`` and a warning.
+    deadline : a ``contour_terms.query_clock()`` value (the caller's time limit), or None.  The first
+        pass always runs; a refinement pass (or the near-atomic split) predicted to end after it is
+        skipped, and the still certified bracket carries ``details["time_limit"] = True`` and a warning.
 
     Returns
     -------
@@ -254,7 +254,7 @@ def pld_delta_bounds(entries, eps: float, direction: str = "remove", rtol: float
         if up - lo <= rtol * up or ev.c.capped:
             break
         new_width = 0.9 * rtol / (2.0 + ev.c.theta) / (4.0 if passes > 1 else 1.0)
-        if not clock.allows(width / new_width):
+        if not clock.allows(min(width / new_width, max_points / ev.c.n)):
             break
         width = new_width
         # ranges again for the tilt found and the delta now known (the top mass must be << delta)
@@ -335,7 +335,7 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
             width = 0.95 * room if room > 0.25 * target else 0.9 * target / 2.0 ** (passes - 1)
         if passes > 1 and _no_finer(ev, ranges, max_points):
             break
-        if not clock.allows(1.0 if ev.c.capped else prev_width / width):
+        if not clock.allows(1.0 if ev.c.capped else min(prev_width / width, max_points / ev.c.n)):
             break
         ev = clock.timed(_run, ents, direction, width, ranges, tilt, max_points, rtol, a_next, delta,
                          theta_hint)

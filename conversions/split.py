@@ -47,6 +47,7 @@ from mechanisms.subsampled_part import SubsampledGaussianPart
 
 from . import contour as C
 from . import gaussian_dp
+from .contour_terms import query_clock
 from .split_remainder import Remainder
 
 U = 2.0**-53
@@ -63,7 +64,7 @@ TIME_LIMIT_RTOL = 1e-3
 class _Meter:
     """One work and time budget for a whole split query (every pass, both parts): the contours' meters
     are started with what is left and charged back after each step (``stats["work"]``: the work used).
-    The caller's ``deadline`` (a ``time.monotonic()`` value) only limits refinements of an answered query:
+    The caller's ``deadline`` (a ``query_clock()`` value) only limits refinements of an answered query:
     the query itself is bounded by the work limit and the backstop ``QUERY_TIME_LIMIT``."""
 
     def __init__(self, work_limit: float | None, stats: dict | None = None, deadline: float | None = None):
@@ -77,21 +78,22 @@ class _Meter:
         self.stats = {} if stats is None else stats
         self.stats["work"] = 0.0
 
+    def _past_deadline(self) -> bool:
+        return self.answered and self.deadline is not None and query_clock() >= self.deadline
+
     def run(self, plds, fn):
-        end = self.backstop
+        t_left = self.backstop - time.monotonic()
         if self.answered and self.deadline is not None:
-            end = min(end, self.deadline)
-        t_left = end - time.monotonic()
+            t_left = min(t_left, self.deadline - query_clock())
         if self.left <= 0.0 or t_left <= 0.0:
-            self.cut_short = self.cut_short or (self.answered and end == self.deadline)
+            self.cut_short = self.cut_short or self._past_deadline()
             raise C.WorkLimitReached("the near-atomic split reached its per-query work or time limit")
         for p in plds:
             p.start_query(self.left, t_left)
         try:
             return fn()
         except C.WorkLimitReached:
-            if self.answered and self.deadline is not None and time.monotonic() >= self.deadline:
-                self.cut_short = True
+            self.cut_short = self.cut_short or self._past_deadline()
             raise
         finally:
             used = sum(self.left - p._work_left for p in plds)
@@ -353,7 +355,7 @@ def split_delta_bounds(entries, eps: float, direction: str = "remove", rtol: flo
 
     Raises :class:`conversions.contour.WouldBeCapped` (with ``skip_if_capped``) when a part's contour
     would be capped, and :class:`conversions.contour.WorkLimitReached` past the work limit: the caller
-    then falls back to another route.  Past ``deadline`` (a ``time.monotonic()`` value, the caller's time
+    then falls back to another route.  Past ``deadline`` (a ``query_clock()`` value, the caller's time
     limit) no refinement of a certified bracket is started or finished: that bracket is returned.
     ``stats`` (a dict, if given) receives the work used ("work"), also when the query fails.
     """

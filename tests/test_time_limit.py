@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 import warnings
 
 import pytest
@@ -17,6 +16,7 @@ import pytest
 from accountant import PrivacyAccountant
 from accountant.privacy_accountant import AUTO_TIME_LIMIT, AccuracyWarning
 from conversions import pld, split
+from conversions.contour_terms import query_clock
 from mechanisms.subsampled import SubsampledGaussian
 
 # auto defers the contour (few steps at a small rate), runs the discretised PLD (several passes) and
@@ -85,7 +85,7 @@ def test_pld_with_a_passed_deadline_keeps_its_first_pass():
     items = [(SubsampledGaussian(sigma=SETTING["sigma"], sample_rate=SETTING["sample_rate"]),
               SETTING["steps"])]
     full = pld.pld_epsilon_bounds(items, DELTA, "remove", 1e-3)
-    cut = pld.pld_epsilon_bounds(items, DELTA, "remove", 1e-3, deadline=time.monotonic() - 1.0)
+    cut = pld.pld_epsilon_bounds(items, DELTA, "remove", 1e-3, deadline=query_clock() - 1.0)
     assert cut.details["time_limit"] is True and cut.details["passes"] == 1
     assert "time_limit" not in full.details and full.details["passes"] > 1
     assert cut.lower <= full.upper and full.lower <= cut.upper
@@ -98,7 +98,7 @@ def test_split_with_a_passed_deadline_answers_and_stops_refining():
     items = [(SubsampledGaussian(sigma=1.0, sample_rate=1e-4), 1000)]
     full = split.split_epsilon_bounds(items, 1e-12, "remove", 1e-4, work_limit=5e7)
     cut = split.split_epsilon_bounds(items, 1e-12, "remove", 1e-4, work_limit=5e7,
-                                     deadline=time.monotonic() - 1.0)
+                                     deadline=query_clock() - 1.0)
     assert cut.details.get("time_limit") is True and "time_limit" not in full.details
     assert cut.lower <= full.upper and full.lower <= cut.upper
     assert cut.upper - cut.lower >= full.upper - full.lower
@@ -115,3 +115,35 @@ def test_cli_time_limit(capsys):
     doc = json.loads(capsys.readouterr().out)
     free, _ = _query(None)
     assert doc["epsilon"] == free.epsilon and "time_limit" not in doc.get("details", {})
+
+
+def test_the_limit_counts_this_threads_cpu_time_not_the_wall_clock():
+    """A query waiting on other processes (or, here, sleeping) spends no CPU time of its thread: the
+    deadline does not move, so the machine's load does not change how far a query gets."""
+    from conversions.contour_terms import time_left
+
+    deadline = query_clock() + 0.5
+    import time
+
+    time.sleep(0.6)
+    assert time_left(deadline) > 0.4
+
+
+def test_a_route_stopped_by_the_limit_marks_the_certificate_even_when_another_route_wins(monkeypatch,
+                                                                                      unlimited):
+    """The auto answer is the best of the routes; if the limit stopped one of them early (its looser
+    bracket lost), the answer might have been narrower without the limit, and the certificate says so.
+    SETTING: the contour defers, the discretised PLD answers, the deferred contour wins."""
+    from accountant import routes
+
+    assert unlimited.method == "cf" and "pld" in unlimited.candidates
+    real = routes.DiscretisedPLDRoute._run
+
+    def stopped(self, fn, ledger, value, ctx):  # the PLD's bracket as if its refinement had been cut
+        return real(self, fn, ledger, value, ctx).with_details(time_limit=True)
+
+    monkeypatch.setattr(routes.DiscretisedPLDRoute, "_run", stopped)
+    cert, _ = _query(600.0)
+    assert cert.method == "cf" and "pld" in cert.candidates
+    assert cert.details.get("time_limit") is True
+    assert (cert.epsilon, cert.lower_bound) == (unlimited.epsilon, unlimited.lower_bound)
