@@ -60,9 +60,10 @@ class PrivacyAccountant:
         If given, ``compose``/``step`` raise :class:`BudgetExceeded` instead of recording a
         composition whose certified epsilon at ``budget.delta`` would exceed ``budget.epsilon``.
     time_limit : float or None, default 2.0
-        Seconds (wall clock) a ``method="auto"`` query may spend before it stops starting further
-        numerical routes and refinements; the best certified bracket found so far is then returned, with
-        ``details["time_limit"] = True`` and a warning (:class:`AccuracyWarning`).  A step already
+        CPU seconds (of the querying thread: other processes' load does not count) a ``method="auto"``
+        query may spend before it stops starting further numerical routes and refinements; the best
+        certified bracket found so far is then returned, with ``details["time_limit"] = True`` and,
+        when it is wider than the 1e-3 target, a warning (:class:`AccuracyWarning`).  A step already
         running finishes (each route bounds its own work), so a query can overrun the limit by about
         one step.  ``None``: no time limit (the routes' own work limits only); the answer is then the
         same on every machine.  Named methods (``method="cf"`` etc.) are never time-limited.
