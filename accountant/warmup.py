@@ -3,7 +3,8 @@
 The numerical kernels are compiled on first use and cached on disk (``@njit(cache=True)``), so the first
 query in a fresh install pays the compilation (a few seconds for a DP-SGD query).  This command runs one
 small query per route family -- the characteristic-function route on a DP-SGD ledger (the README's main
-command), the RDP route, the discretised PLD, the contour with exact atoms and closed-form pieces
+command), the RDP route, the discretised PLD (one step, and few steps at a small sample rate), the
+contour's near-atomic split (many steps at a small rate), the contour with exact atoms and closed-form pieces
 (Laplace), and a purely atomic ledger (randomized response) -- so that later processes only load the
 cached machine code.  The package build runs the same queries (``setup.py``), so an install built on this
 machine already carries the cache; numba keys it on the source, Python and numba versions and the CPU,
@@ -32,10 +33,16 @@ def _queries():
 
     dpsgd = acct(SubsampledGaussian(sigma=1.1, sample_rate=0.01), 10_000)
     one_step = acct(SubsampledGaussian(sigma=0.8, sample_rate=1e-3), 1)
+    few_steps = acct(SubsampledGaussian(sigma=0.8, sample_rate=1e-3), 100)
+    small_rate = acct(SubsampledGaussian(sigma=1.0, sample_rate=1e-4), 1000)
     return [
         ("DP-SGD, characteristic-function route", lambda: dpsgd.certificate(delta=1e-5)),
         ("DP-SGD, RDP route", lambda: dpsgd.certificate(delta=1e-5, method="rdp")),
         ("one subsampled step, discretised PLD", lambda: one_step.certificate(delta=1e-5, method="pld")),
+        ("few steps at a small rate, discretised PLD (mean-preserving rounding)",
+         lambda: few_steps.certificate(delta=1e-5, method="pld")),
+        ("many steps at a small rate, the contour's near-atomic split",
+         lambda: small_rate.certificate(delta=1e-5, method="cf")),
         ("Laplace, contour with exact atoms", lambda: acct(Laplace(scale=1.0), 10).certificate(delta=1e-5)),
         ("randomized response, exact atoms",
          lambda: acct(RandomizedResponse(epsilon=0.5), 100).certificate(delta=1e-6)),
