@@ -254,15 +254,14 @@ def pld_delta_bounds(entries, eps: float, direction: str = "remove", rtol: float
         if up - lo <= rtol * up or ev.c.capped:
             break
         new_width = 0.9 * rtol / (2.0 + ev.c.theta) / (4.0 if passes > 1 else 1.0)
-        if not clock.allows(min(width / new_width, max_points / ev.c.n)):
-            break
-        width = new_width
         # ranges again for the tilt found and the delta now known (the top mass must be << delta)
         if lo > 0:
             d_ref = lo
         ranges = _ranges(ents, direction, rtol, d_ref, 0.5 * ev.c.theta)
-        if _no_finer(ev, ranges, max_points):
+        if _no_finer(ev, ranges, max_points) or not clock.allows(min(width / new_width,
+                                                                    max_points / ev.c.n)):
             break
+        width = new_width
         ev = clock.timed(_run, ents, direction, width, ranges, eps, max_points, rtol, eps, d_ref, ev.c.theta)
         lo, up = max(lo, ev.lower(eps)), min(up, ev.upper(eps))
         passes += 1
