@@ -36,10 +36,10 @@ DEFER_ATOL_EPS = 1e-4
 # remove direction's split uses 3.1e7 units, ~1 s, and narrows [0.0139, 0.0156] to 1e-3 relative)
 DEFERRED_WORK_LIMIT = 5e7
 # the default time limit of an "auto" query (CPU seconds of the querying thread, so other processes' load
-# does not count; ``PrivacyAccountant(time_limit=...)``):
-# past it no further numerical route is started and the discretised PLD and the near-atomic split stop
-# refining; the best certified bracket so far is returned with a warning.  A step already running
-# finishes (bounded by its route's own work limit), so a query may overrun the limit by about one step
+# does not count; ``PrivacyAccountant(time_limit=...)``): past it no further numerical route is started
+# and the discretised PLD and the near-atomic split stop refining; the best certified bracket so far is
+# returned with a warning.  A step already running finishes (bounded by its route's own work limit), so a
+# query may overrun the limit by about one step
 AUTO_TIME_LIMIT = 2.0
 # ... but only once the best certified bracket is within this relative width: a wider one (e.g. only the
 # RDP bound so far) goes on to the next route, bounded by the routes' own work limits
@@ -108,6 +108,7 @@ def select(acct: PrivacyAccountant, method: str, query: str, value: float,
                     continue
         return method, chosen, cands
     ctx.work_limit = AUTO_WORK_LIMIT  # auto has other routes to fall back on: a tighter limit
+    ctx.split_work_limit = DEFERRED_WORK_LIMIT  # (the split's whole query, from its first run)
     time_limit = getattr(acct, "time_limit", AUTO_TIME_LIMIT)
     if time_limit is not None and not compare:
         ctx.deadline = query_clock() + time_limit
@@ -168,7 +169,6 @@ def select(acct: PrivacyAccountant, method: str, query: str, value: float,
         ctx.skip_if_capped = (not compare and not was_deferred
                               and any(getattr(r, "numerical", False) for r, _ in queue))
         ctx.work_limit = DEFERRED_WORK_LIMIT if was_deferred else AUTO_WORK_LIMIT
-        ctx.split_work_limit = DEFERRED_WORK_LIMIT
         try:
             r = results[route.name] = run(route)
         except routes.RouteDeferred as exc:

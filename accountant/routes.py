@@ -59,9 +59,9 @@ class QueryContext:
     #: work limit of the cf route's near-atomic split (its whole query, every part contour); None: as
     #: ``work_limit``
     split_work_limit: float | None = None
-    #: the query's time limit as a ``conversions.contour_terms.query_clock()`` value (thread CPU seconds; set
-    #: by ``method="auto"``): the numerical
-    #: routes stop refining when they predict to pass it and return their certified bracket with a warning
+    #: the query's time limit as a ``conversions.contour_terms.query_clock()`` value (thread CPU seconds;
+    #: set by ``method="auto"``): the numerical routes stop refining when they predict to pass it and
+    #: return their certified bracket, flagged ``details["time_limit"]``
     deadline: float | None = None
 
 

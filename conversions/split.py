@@ -58,7 +58,7 @@ NEGLIGIBLE = 1.0
 EPS_RTOL = 1e-4
 #: a bracket cut short by the caller's deadline carries a warning only when it is wider than this
 #: (relative; the width target of ``method="auto"``)
-TIME_LIMIT_RTOL = 1e-3
+CUT_WARN_RTOL = 1e-3
 
 
 class _Meter:
@@ -104,10 +104,10 @@ class _Meter:
 
     def mark(self, details: dict, lo: float, up: float) -> dict:
         """``details`` with the time-limit flag when a refinement was cut short, and a warning when the
-        bracket [lo, up] is then wider than ``TIME_LIMIT_RTOL`` (relative)."""
+        bracket [lo, up] is then wider than ``CUT_WARN_RTOL`` (relative)."""
         if self.cut_short:
             details["time_limit"] = True
-            if not up - lo <= TIME_LIMIT_RTOL * up:
+            if not up - lo <= CUT_WARN_RTOL * up:
                 details["warning"] = ("the near-atomic split stopped refining at the query's time limit; "
                                       "the bracket is certified but wider than its target")
         return details

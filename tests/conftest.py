@@ -9,8 +9,8 @@ import pytest  # noqa: E402
 
 @pytest.fixture(autouse=True)
 def _no_auto_time_limit(request):
-    """Tests compare certificates with references and with each other, so they run without the wall-clock
-    time limit of ``method="auto"`` (whose answer can depend on the machine's load);
+    """Tests compare certificates with references and with each other, so they run without the time limit
+    of ``method="auto"`` (CPU time: its answer can depend on the machine's speed);
     ``tests/test_time_limit.py`` tests the limit itself, with explicit ``time_limit=`` values, and tests
     marked ``default_time_limit`` keep the shipped default."""
     from accountant.privacy_accountant import PrivacyAccountant
