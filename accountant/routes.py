@@ -292,6 +292,8 @@ class CharacteristicFunctionRoute:
         warns = sorted({r.details["warning"] for r in res if r.details.get("warning")})
         if warns:
             det["warning"] = "; ".join(warns)
+        if any(r.details.get("time_limit") for r in res):
+            det["time_limit"] = True  # (a direction cut short by the time limit, the worst one or not)
         return Bracket(float(worst.upper), None if lower is None else float(lower),
                        float(max(r.estimate for r in res)), kind, det)
 

@@ -147,3 +147,18 @@ def test_a_route_stopped_by_the_limit_marks_the_certificate_even_when_another_ro
     assert cert.method == "cf" and "pld" in cert.candidates
     assert cert.details.get("time_limit") is True
     assert (cert.epsilon, cert.lower_bound) == (unlimited.epsilon, unlimited.lower_bound)
+
+
+def test_a_direction_cut_short_flags_the_route_even_when_it_is_not_the_worst():
+    """The routes report the worst of the add/remove directions; the time-limit flag of the other one
+    must not be lost (route_choice reads it to mark the certificate)."""
+    from accountant import routes
+    from conversions.contour_terms import EpsilonBounds
+
+    ledger = PrivacyAccountant().step(**SETTING)._ledger
+    worst = EpsilonBounds(DELTA, 0.2, 0.19, 0.21, "remove", {})
+    other = EpsilonBounds(DELTA, 0.1, 0.09, 0.11, "add", {"time_limit": True})
+    out = routes.CharacteristicFunctionRoute._worst(ledger, [worst, other])
+    assert out.upper == 0.21 and out.details["direction"] == "remove"
+    assert out.details.get("time_limit") is True
+    assert "time_limit" not in routes.CharacteristicFunctionRoute._worst(ledger, [worst]).details
