@@ -240,49 +240,8 @@ def sg_log_mgf(s_re, s_im, q, mu, add, dx_max, span, xcut, tau, part, out_re, ou
         # locate the maximum of the real exponent -x^2/2 + wr l(x) on a coarse grid (add with wr <= 0:
         # the exponent is concave with curvature <= -1, so a window around its peak suffices)
         lo, hi = _search_range(wr, q, mu, lq, l1q, span)
-        if part >= 0:
-            fmax, a, b = _weighted_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span)
-        else:
-            ncoarse = 600
-            step = (hi - lo) / ncoarse
-            fmax = -np.inf
-            for i in range(ncoarse + 1):
-                x = lo + i * step
-                f = -0.5 * x * x + wr * _ell(x, q, mu, lq, l1q)
-                if f > fmax:
-                    fmax = f
-            # region where f > fmax - span (scan outward in coarse steps, with one step of margin)
-            a = lo
-            for i in range(ncoarse + 1):
-                x = lo + i * step
-                if -0.5 * x * x + wr * _ell(x, q, mu, lq, l1q) > fmax - span:
-                    a = x - step
-                    break
-            b = hi
-            for i in range(ncoarse, -1, -1):
-                x = lo + i * step
-                if -0.5 * x * x + wr * _ell(x, q, mu, lq, l1q) > fmax - span:
-                    b = x + step
-                    break
-        # step: geometric convergence needs dx well below the strip pi/mu and the oscillation period.
-        # l'(x) = mu sig(y), l''(x) = mu^2 sig (1 - sig), y = log q + mu x - mu^2/2 - log(1 - q), are
-        # increasing in x while sig <= 1/2: their maxima over [a, b + 1] (one unit of margin for the
-        # complex strip) bound the phase rate |Im w| l' and the curvature |Re w| l'' that matter here
-        # (for small q both are far below the global maxima mu and mu^2 / 4 on the relevant region).
-        yb = lq + mu * (b + 1.0) - 0.5 * mu * mu - l1q
-        sig = 1.0 / (1.0 + math.exp(-yb)) if yb > -700 else 0.0
-        s2 = sig * (1.0 - sig) if sig <= 0.5 else 0.25
-        osc = abs(wi) * mu * sig
-        dx = dx_max
-        if osc > 0 and 0.5 / osc < dx:
-            dx = 0.5 / osc
-        # far lines: w l(x) has curvature up to |Re w| l'', which also limits the analyticity strip
-        # usable by the trapezoid rule; shrink the step accordingly
-        dx_curv = 0.5 / math.sqrt(1.0 + abs(wr) * mu * mu * s2)
-        if dx_curv < dx:
-            dx = dx_curv
-        if part >= 0 and 0.25 * tau < dx:
-            dx = 0.25 * tau
+        fmax, a, b = _mgf_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span)
+        dx = _part_step(wi, wr, q, mu, lq, l1q, b, dx_max, tau, part)
         m = math.ceil((b - a) / dx)
         if m < 64:
             m = 64
@@ -327,8 +286,17 @@ def _add_peak(c, q, mu, lq, l1q):  # pragma: no cover - compiled
 
 
 @njit(**_HELPER)
-def _part_step(wi, wr, q, mu, lq, l1q, b, dx_max, tau):  # pragma: no cover - compiled
-    """The trapezoid step of ``sg_log_mgf`` for one node (phase rate, curvature, weight)."""
+def _part_step(wi, wr, q, mu, lq, l1q, b, dx_max, tau, part):  # pragma: no cover - compiled
+    """The trapezoid step of ``sg_log_mgf`` for one node (phase rate, curvature, and for a split part
+    (``part`` >= 0) the weight's scale ``tau``).
+
+    Geometric convergence needs dx well below the strip pi/mu and the oscillation period.
+    l'(x) = mu sig(y), l''(x) = mu^2 sig (1 - sig), y = log q + mu x - mu^2/2 - log(1 - q), are
+    increasing in x while sig <= 1/2: their maxima over [a, b + 1] (one unit of margin for the complex
+    strip) bound the phase rate |Im w| l' and the curvature |Re w| l'' that matter here (for small q
+    both are far below the global maxima mu and mu^2 / 4 on the relevant region).  On far lines w l(x)
+    has curvature up to |Re w| l'', which also limits the analyticity strip usable by the rule.
+    """
     yb = lq + mu * (b + 1.0) - 0.5 * mu * mu - l1q
     sig = 1.0 / (1.0 + math.exp(-yb)) if yb > -700 else 0.0
     s2 = sig * (1.0 - sig) if sig <= 0.5 else 0.25
@@ -337,12 +305,46 @@ def _part_step(wi, wr, q, mu, lq, l1q, b, dx_max, tau):  # pragma: no cover - co
     if osc > 0:
         dx = min(dx, 0.5 / osc)
     dx = min(dx, 0.5 / math.sqrt(1.0 + abs(wr) * mu * mu * s2))
-    return min(dx, 0.25 * tau)
+    return min(dx, 0.25 * tau) if part >= 0 else dx
+
+
+@njit(**_HELPER)
+def _mgf_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span):  # pragma: no cover - compiled
+    """(fmax, a, b): the maximum of the real exponent f(x) = -x^2/2 + wr l(x) (+ the split weight) and
+    an interval [a, b] holding every x with f(x) > fmax - span, from the search range [lo, hi].
+
+    A split part (``part`` >= 0): ``_weighted_window``.  Unsplit: a 601-point coarse scan; the window
+    runs from the first to the last coarse point above fmax - span, with one coarse step of margin.
+    """
+    if part >= 0:
+        return _weighted_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span)
+    ncoarse = 600
+    step = (hi - lo) / ncoarse
+    fmax = -np.inf
+    for i in range(ncoarse + 1):
+        x = lo + i * step
+        f = -0.5 * x * x + wr * _ell(x, q, mu, lq, l1q)
+        if f > fmax:
+            fmax = f
+    a = lo
+    for i in range(ncoarse + 1):
+        x = lo + i * step
+        if -0.5 * x * x + wr * _ell(x, q, mu, lq, l1q) > fmax - span:
+            a = x - step
+            break
+    b = hi
+    for i in range(ncoarse, -1, -1):
+        x = lo + i * step
+        if -0.5 * x * x + wr * _ell(x, q, mu, lq, l1q) > fmax - span:
+            b = x + step
+            break
+    return fmax, a, b
 
 
 @njit(cache=True)
-def sg_part_line_log_mgf(c, ts, q, mu, add, dx_max, span, xcut, tau, part):  # pragma: no cover - compiled
-    """``sg_log_mgf`` of a split part (``part`` 0 or 1) at s = c + i t for every t in ``ts`` (one line).
+def sg_line_log_mgf(c, ts, q, mu, add, dx_max, span, xcut, tau, part):  # pragma: no cover - compiled
+    """``sg_log_mgf`` (unsplit, ``part`` = -1, or of a split part 0 or 1) at s = c + i t for every t in
+    ``ts`` (one line).
 
     The same trapezoid rule, window and step rule per node as ``sg_log_mgf`` (so the same declared
     error), organised for many nodes on one line: the window depends only on Re s = c and is found
@@ -363,14 +365,14 @@ def sg_part_line_log_mgf(c, ts, q, mu, add, dx_max, span, xcut, tau, part):  # p
     sgn = -1.0 if add else 1.0
     wr = -c if add else c + 1.0
     lo, hi = _search_range(wr, q, mu, lq, l1q, span)
-    fmax, a, b = _weighted_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span)
+    fmax, a, b = _mgf_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span)
     blk = 64
     for start in range(0, n, blk):
         stop = min(n, start + blk)
         tmax = 0.0
         for k in range(start, stop):
             tmax = max(tmax, abs(ts[k]))
-        dx = _part_step(tmax, wr, q, mu, lq, l1q, b, dx_max, tau)
+        dx = _part_step(tmax, wr, q, mu, lq, l1q, b, dx_max, tau, part)
         m = int(math.ceil((b - a) / dx))
         if m < 64:
             m = 64

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._poisson_kernels import _add_peak, sg_log_mgf, sg_part_line_log_mgf
+from ._poisson_kernels import _add_peak, sg_line_log_mgf, sg_log_mgf
 from .base import Mechanism, as_complex_array, check_direction
 from .subsampled import _OP_CF, _OP_CS, _OP_EXP, _OP_LW, _OP_ROT, _SPAN, SubsampledGaussian, sg_envelope
 
@@ -128,7 +128,7 @@ class SubsampledGaussianPart(Mechanism):
     def _work_bound(self, t_max: float, c: float, direction: str, typical: float) -> float:
         """Upper bound on the work per point of ``log_mgf`` at Re s = c >= 0, |Im s| <= t_max.
 
-        The kernels (``sg_log_mgf``'s weighted branch, ``sg_part_line_log_mgf``), with w = s + 1
+        The kernels (``sg_log_mgf``'s weighted branch, ``sg_line_log_mgf``), with w = s + 1
         (remove) or -s (add): the window scans of ``_weighted_window`` (l(x) and the weight at 2 x 601
         coarse and 2 (n_f + 1) fine points, ``_scan_cost``); then a trapezoid grid of m + 1 <=
         max(65, W / dx + 2) points over the window [a, b] they find (W = b - a, measured by
@@ -267,7 +267,7 @@ class SubsampledGaussianPart(Mechanism):
         args = (self.sample_rate, self.mu, direction == "add", self._dx(), _SPAN, float(self.x_cut),
                 float(self.tau), int(self.part))
         if flat.size > 1 and np.all(flat.real == flat[0].real):  # nodes on one line: the line kernel
-            re, im = sg_part_line_log_mgf(float(flat[0].real), np.ascontiguousarray(flat.imag), *args)
+            re, im = sg_line_log_mgf(float(flat[0].real), np.ascontiguousarray(flat.imag), *args)
         else:
             re, im = np.empty(flat.size), np.empty(flat.size)
             sg_log_mgf(np.ascontiguousarray(flat.real), np.ascontiguousarray(flat.imag), *args, re, im)
