@@ -198,6 +198,14 @@ def _weighted_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span):  # prag
     return fmax, a, b
 
 
+@njit(cache=True)
+def sg_weighted_window(wr, q, mu, lo, hi, xcut, tau, part, span):  # pragma: no cover - compiled
+    """(a, b) of :func:`_weighted_window` (the x-window the split parts' kernels integrate), for the
+    parts' cost bounds (``SubsampledGaussianPart._part_window``)."""
+    _, a, b = _weighted_window(wr, q, mu, math.log(q), math.log1p(-q), lo, hi, xcut, tau, part, span)
+    return a, b
+
+
 @njit(**_HELPER)
 def _search_range(wr, q, mu, lq, l1q, span):  # pragma: no cover - compiled
     """Where the window search for the integrand exp(-x^2/2 + wr l(x)) looks: around the add peak for

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._poisson_kernels import _add_peak, sg_line_log_mgf, sg_log_mgf
+from ._poisson_kernels import _add_peak, sg_line_log_mgf, sg_log_mgf, sg_weighted_window
 from .base import Mechanism, as_complex_array, check_direction
 from .subsampled import _OP_CF, _OP_CS, _OP_EXP, _OP_LW, _OP_ROT, _SPAN, SubsampledGaussian, sg_envelope
 
@@ -56,8 +56,9 @@ class SubsampledGaussianPart(Mechanism):
             raise ValueError(f"tau must lie in [1e-3, 10], got {self.tau!r}")
         if self.part not in (0, 1):
             raise ValueError(f"part must be 0 (core) or 1 (big), got {self.part!r}")
-        # log M at real points, memoised for the life of this (query-local, never user-facing) object:
-        # the line searches of the split's passes revisit the same points
+        # log M at real points (and the cost hints and windows), memoised for the life of this
+        # (query-local, never user-facing) object: the line searches of the split's passes revisit the
+        # same points
         object.__setattr__(self, "_real", {})
 
     @property
@@ -92,10 +93,15 @@ class SubsampledGaussianPart(Mechanism):
         so the phase rate is bounded by t mu, not by the slope at the cut.)  The typical cost ignores c:
         the window and the step of far lines are not in it.
         """
+        key = ("cost", float(t_max), float(c), direction)  # (memoised: the meter charges revisited points)
+        got = self._real.get(key)
+        if got is not None:
+            return got
         rate = 2.0 * t_max * self.mu
         points = 30.0 * max(1.0 / self._dx(), rate) * max(1.0, self.mu / 8.0)
         typical = points + 600.0 + 120.0 / self.tau if t_max == 0.0 else points / 16.0 + 16.0
-        return max(typical, self._work_bound(t_max, c, direction, typical))
+        out = self._real[key] = max(typical, self._work_bound(t_max, c, direction, typical))
+        return out
 
     # -------------------------------------------------- cost bounds (the kernels' work at a given c)
     def _cf_zone(self) -> tuple[float, float]:
@@ -175,41 +181,15 @@ class SubsampledGaussianPart(Mechanism):
         return -(14.0 + wr * self.mu), 14.0 + wr * self.mu + self.mu
 
     def _part_window(self, wr: float, lo: float, hi: float, span: float) -> tuple[float, float]:
-        """An interval holding the x-window that ``_weighted_window`` finds for Re w = wr, coarse range
-        [lo, hi] and ``span`` (a numpy replica: the points of its coarse and fine scans where
-        -x^2/2 + wr l(x) + log w(x) is within span + 1 of the scans' maximum (one unit of slack for the
-        replica's rounding), each widened by two steps of its scan (the kernel: one)).  Memoised."""
+        """The x-window [a, b] that the kernels integrate for Re w = wr, coarse range [lo, hi] and
+        ``span``: ``_weighted_window`` itself (through ``sg_weighted_window``).  Memoised."""
         key = ("window", wr, lo, hi, span)
         got = self._real.get(key)
-        if got is not None:
-            return got
-        from scipy.special import log_ndtr
-
-        q, mu, xcut, tau = self.sample_rate, self.mu, float(self.x_cut), float(self.tau)
-        lq, l1q = math.log(q), math.log1p(-q)
-        lo2, hi2, n_f = self._fine_range(wr)
-        step, step2 = (hi - lo) / 600.0, (hi2 - lo2) / n_f
-        xc, xf = lo + step * np.arange(601), lo2 + step2 * np.arange(n_f + 1)
-
-        def f(x: np.ndarray) -> np.ndarray:
-            z = (xcut - x) / tau if self.part == 0 else (x - xcut) / tau
-            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                return (-0.5 * x * x + wr * np.logaddexp(l1q, lq + mu * x - 0.5 * mu * mu)
-                        + np.where(z > 9.0, 0.0, log_ndtr(z)))
-
-        fc, ff = f(xc), f(xf)
-        level = max(np.max(fc), np.max(ff)) - span - 1.0
-        # (the kernel leaves the coarse points inside the fine range to the fine scan; points within a
-        # fine step of its ends are kept here, against the rounding of the range test)
-        inner = (xc > lo2 + step2) & (xc < hi2 - step2)
-        found = ((xc, (fc > level) & ~inner, step), (xf, ff > level, step2))
-        ends = [x[k] + sgn * 2.0 * h for x, k, h in found for sgn in (-1.0, 1.0) if np.any(k)]
-        if np.all(np.isfinite(fc)) and np.all(np.isfinite(ff)) and ends:
-            out = float(min(np.min(e) for e in ends)), float(max(np.max(e) for e in ends))
-        else:  # (float trouble, or nothing found: both scan ranges)
-            out = min(lo, lo2) - 2.0 * step, max(hi, hi2) + 2.0 * step
-        self._real[key] = out
-        return out
+        if got is None:
+            got = self._real[key] = sg_weighted_window(wr, self.sample_rate, self.mu, lo, hi,
+                                                       float(self.x_cut), float(self.tau), int(self.part),
+                                                       span)
+        return got
 
     def _env_dx(self) -> float:
         return min(0.004, 0.04 / self.mu, self.tau / 16.0)
