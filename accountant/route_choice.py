@@ -205,9 +205,10 @@ def select(acct: PrivacyAccountant, method: str, query: str, value: float,
             notes.append("lower bound from explicit neighbouring datasets (attained pairs)")
     best = min(results, key=lambda m: results[m].upper)
     chosen = results[best]
-    # routes the time limit stopped early, also those whose (looser) bracket was not chosen: the answer
-    # might have been narrower without the limit, and the certificate says so
-    cut = sorted(m for m, r in results.items() if m != best and (r.details or {}).get("time_limit"))
+    # routes the time limit stopped early (they only set the flag; the warning is decided here, once),
+    # also those whose (looser) bracket was not chosen: the answer might have been narrower without the
+    # limit, and the certificate says so
+    cut = sorted(m for m, r in results.items() if (r.details or {}).get("time_limit"))
     if timed_out or cut:
         names = ", ".join(sorted(set(timed_out)))
         if timed_out:

@@ -156,10 +156,6 @@ def _details(ev: _Evaluator, passes: int) -> dict:
             "log_out_upper": c.log_out_up, "capped": c.capped, "passes": passes}
 
 
-_TIME_WARNING = ("the discretised-PLD route stopped refining at the query's time limit; the bracket is "
-                 "certified but wider than its target")
-
-
 class _Clock:
     """The time limit of a PLD query: a refinement pass runs only if it is predicted to end before the
     deadline (its cost taken as the previous pass's times the growth of its FFT window: the step ratio,
@@ -185,9 +181,10 @@ class _Clock:
         return ok
 
     def mark(self, details: dict) -> dict:
+        """``details`` with ``time_limit = True`` when a pass or the split was skipped (the caller,
+        ``accountant.route_choice``, decides whether the bracket then needs a warning)."""
         if self.stopped:
             details["time_limit"] = True
-            details["warning"] = _TIME_WARNING
         return details
 
 
@@ -225,7 +222,8 @@ def pld_delta_bounds(entries, eps: float, direction: str = "remove", rtol: float
         certified bracket with ``details["capped"] = True``).
     deadline : a ``contour_terms.query_clock()`` value (the caller's time limit), or None.  The first
         pass always runs; a refinement pass (or the near-atomic split) predicted to end after it is
-        skipped, and the still certified bracket carries ``details["time_limit"] = True`` and a warning.
+        skipped, and the still certified bracket carries ``details["time_limit"] = True``
+        (``method="auto"`` adds a warning when it is wider than its target).
 
     Returns
     -------

@@ -56,9 +56,6 @@ U = 2.0**-53
 NEGLIGIBLE = 1.0
 #: epsilon queries stop refining once the certified bracket is this narrow (relative)
 EPS_RTOL = 1e-4
-#: a bracket cut short by the caller's deadline carries a warning only when it is wider than this
-#: (relative; the width target of ``method="auto"``)
-CUT_WARN_RTOL = 1e-3
 
 
 class _Meter:
@@ -102,14 +99,11 @@ class _Meter:
             self.left -= used
             self.stats["work"] = self.limit - self.left
 
-    def mark(self, details: dict, lo: float, up: float) -> dict:
-        """``details`` with the time-limit flag when a refinement was cut short, and a warning when the
-        bracket [lo, up] is then wider than ``CUT_WARN_RTOL`` (relative)."""
+    def mark(self, details: dict) -> dict:
+        """``details`` with ``time_limit = True`` when a refinement was cut short (the caller,
+        ``accountant.route_choice``, decides whether the bracket then needs a warning)."""
         if self.cut_short:
             details["time_limit"] = True
-            if not up - lo <= CUT_WARN_RTOL * up:
-                details["warning"] = ("the near-atomic split stopped refining at the query's time limit; "
-                                      "the bracket is certified but wider than its target")
         return details
 
 
@@ -405,7 +399,7 @@ def split_delta_bounds(entries, eps: float, direction: str = "remove", rtol: flo
         lo = min(lo, up)
     det = {"split": True, "ell_cut": sc.ell_cut, "core": core.details(), "remainder": rem.details(),
            "nodes": core.details()["nodes"] + rem.details()["nodes"]}
-    return C.DeltaBounds(eps, min(max(est, lo), up), lo, up, direction, meter.mark(det, lo, up))
+    return C.DeltaBounds(eps, min(max(est, lo), up), lo, up, direction, meter.mark(det))
 
 
 def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: float = 1e-8, *,
@@ -498,4 +492,4 @@ def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol:
     if found is not None:
         est, best_det = found
     return C.EpsilonBounds(delta, min(max(est, lo), up), lo, up, direction,
-                           meter.mark(dict(best_det), lo, up))
+                           meter.mark(dict(best_det)))

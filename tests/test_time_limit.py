@@ -162,3 +162,47 @@ def test_a_direction_cut_short_flags_the_route_even_when_it_is_not_the_worst():
     assert out.upper == 0.21 and out.details["direction"] == "remove"
     assert out.details.get("time_limit") is True
     assert "time_limit" not in routes.CharacteristicFunctionRoute._worst(ledger, [worst]).details
+
+
+def test_a_chosen_route_cut_short_within_target_is_flagged_but_not_warned(monkeypatch, unlimited):
+    """The routes only flag a cut (``details["time_limit"]``); route_choice decides the warning, once:
+    a bracket still within the width target (SETTING's contour: ~1e-7 relative) needs none."""
+    from accountant import routes
+
+    real = routes.CharacteristicFunctionRoute._run
+
+    def cut(self, fn, split_fn, ledger, value, ctx):  # the contour's bracket as if a refinement was cut
+        return real(self, fn, split_fn, ledger, value, ctx).with_details(time_limit=True)
+
+    monkeypatch.setattr(routes.CharacteristicFunctionRoute, "_run", cut)
+    cert, warned = _query(600.0)
+    assert cert.method == "cf" and cert.details.get("time_limit") is True
+    assert (cert.epsilon, cert.lower_bound) == (unlimited.epsilon, unlimited.lower_bound)
+    assert cert.epsilon - cert.lower_bound <= 1e-3 * cert.epsilon
+    assert not warned and "warning" not in cert.details
+
+
+def test_a_chosen_route_cut_short_outside_target_is_warned(monkeypatch):
+    """... and a cut bracket wider than the target gets route_choice's warning (an upper end moved up
+    by 1% is still a certified upper bound; the discretised PLD is kept out, so it is the answer)."""
+    from accountant import routes
+    from conversions.bracket import Bracket
+
+    real = routes.CharacteristicFunctionRoute._run
+
+    def cut(self, fn, split_fn, ledger, value, ctx):
+        b = real(self, fn, split_fn, ledger, value, ctx)
+        return Bracket(b.upper * 1.01, b.lower, b.estimate, b.kind, {**b.details, "time_limit": True})
+
+    def unavailable(self, *args):
+        raise routes.RouteUnavailable("kept out by the test")
+
+    monkeypatch.setattr(routes.CharacteristicFunctionRoute, "_run", cut)
+    monkeypatch.setattr(routes.DiscretisedPLDRoute, "_run", unavailable)
+    acct = PrivacyAccountant(time_limit=600.0).step(sigma=1.0, sample_rate=0.05, steps=10_000)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cert = acct.certificate(delta=DELTA)
+    assert cert.method == "cf" and cert.details.get("time_limit") is True
+    assert "time limit" in cert.details["warning"] and "cf finished refining" in cert.details["warning"]
+    assert any(issubclass(w.category, AccuracyWarning) for w in caught)
