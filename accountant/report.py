@@ -58,6 +58,7 @@ from mechanisms import validation as V
 from . import routes
 from ._figure import figure
 from .ledger import Ledger
+from .route_choice import auto_candidates
 
 
 class NonMonotoneReportWarning(RuntimeWarning):
@@ -222,8 +223,10 @@ class _SharedContour:
         """Whether the point goes this way (``cf`` is the route its standalone query would try first)."""
         if self.method not in ("auto", "cf"):
             return False
-        names = [r.name for r in routes.applicable(ledger) if r.name not in routes.AUTO_EXCLUDED]
-        return bool(names) and (names[0] == "cf" if self.method == "auto" else "cf" in names)
+        if self.method == "auto":
+            names = [r.name for r in auto_candidates(ledger)]
+            return bool(names) and names[0] == "cf"
+        return "cf" in [r.name for r in routes.applicable(ledger)]
 
     def point(self, ledger: Ledger, delta: float) -> Bracket:
         res = []

@@ -56,6 +56,15 @@ def _within_target(query: str, upper: float, lower: float) -> bool:
     return upper - lower <= max(DEFER_RTOL * abs(upper), DEFER_ATOL_EPS if query == "epsilon" else 0.0)
 
 
+def auto_candidates(ledger) -> list[routes.Route]:
+    """The routes ``method="auto"`` walks: :func:`accountant.routes.applicable` but
+    :data:`~accountant.routes.AUTO_EXCLUDED` and those whose optional ``auto_applies(ledger)`` declines
+    (a route valid in general but worth trying only on some ledgers: the sample-count bound at small
+    noise)."""
+    return [r for r in routes.applicable(ledger) if r.name not in routes.AUTO_EXCLUDED
+            and getattr(r, "auto_applies", lambda _: True)(routes.ledger_for(r, ledger))]
+
+
 def select(acct: PrivacyAccountant, method: str, query: str, value: float,
            compare: bool = False) -> tuple[str, Bracket, dict]:
     """Evaluate ``method`` (or, for "auto", the applicable routes) and pick the smallest bound.
@@ -118,7 +127,7 @@ def select(acct: PrivacyAccountant, method: str, query: str, value: float,
     reasons: list[str] = []  # (for skips other than the AUTO_SKIP_RTOL rule)
     notes: list[str] = []
     lower = None
-    queue = [(r, False) for r in routes.applicable(acct._ledger) if r.name not in routes.AUTO_EXCLUDED]
+    queue = [(r, False) for r in auto_candidates(acct._ledger)]
     while queue:
         route, was_deferred = queue.pop(0)
         best_val = min((r.upper for r in results.values()), default=math.inf)

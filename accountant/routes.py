@@ -39,6 +39,8 @@ from mechanisms.laplace import Laplace
 from mechanisms.subsampled import SubsampledGaussian
 
 from .ledger import Ledger
+from .route_count import SampleCountRoute
+from .route_errors import RouteDeferred, RouteUnavailable  # noqa: F401 (part of this module's API)
 
 
 @dataclass
@@ -63,15 +65,6 @@ class QueryContext:
     #: set by ``method="auto"``): the numerical routes stop refining when they predict to pass it and
     #: return their certified bracket, flagged ``details["time_limit"]``
     deadline: float | None = None
-
-
-class RouteDeferred(Exception):
-    """A route declined to run because its plan predicts a costly, wide answer (auto tries it later)."""
-
-
-class RouteUnavailable(ValueError):
-    """A route found at query time that it cannot handle this ledger (auto moves on; ``method=`` it
-    explicitly and this is the error)."""
 
 
 @runtime_checkable
@@ -467,6 +460,7 @@ ROUTES: list[Route] = [
     LaplaceExactRoute(),
     SubsampledGaussianExactRoute(),
     SingleUseExactRoute(),
+    SampleCountRoute(),
     CharacteristicFunctionRoute(),
     DiscretisedPLDRoute(),
     RDPRoute("rdp", "improved"),

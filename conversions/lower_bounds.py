@@ -1,4 +1,6 @@
-"""Certified lower bounds on delta(eps) and eps(delta) by post-processing (the max statistic).
+"""Certified lower bounds on delta(eps) and eps(delta) by post-processing (the max statistic; the sum
+and threshold-count statistics in :mod:`conversions.lower_bounds_sum` and
+:mod:`conversions.lower_bounds_count`).
 
 Setting: a composition of Poisson-subsampled Gaussian steps (add/remove relation), entry i having noise
 sigma_i, sensitivity Delta_i, sampling rate q_i and count k_i (a plain Gaussian is q_i = 1).  In the
@@ -50,6 +52,7 @@ from ._lower_steps import (
     _steps_from_entries,
     step_log_rel_err,
 )
+from .lower_bounds_count import CountStatistic, count_auto
 from .lower_bounds_max import _max_epsilon_lower, _MaxStatistic
 from .lower_bounds_sum import SUM_AUTO_MAX_TERMS, _sum_auto, _sum_statistic, _SumStatistic  # noqa: F401
 
@@ -88,8 +91,10 @@ def max_statistic_delta_lower(entries, eps: float, direction: str = "remove") ->
 def epsilon_lower(entries, delta: float, direction: str = "remove", statistic: str = "best") -> float:
     """Certified lower bound on eps(delta) = inf{eps >= 0 : delta(eps) <= delta}.
 
-    ``statistic``: "max" (max statistic), "sum" (sum statistic; homogeneous ledgers only) or "best"
-    (the larger of the two, the sum statistic only where the ledger is homogeneous).
+    ``statistic``: "max" (max statistic), "sum" (sum statistic; homogeneous ledgers only), "count"
+    (threshold-count statistic, :mod:`conversions.lower_bounds_count`; homogeneous subsampled ledgers,
+    remove direction) or "best" (the largest of them, the sum statistic only where the ledger is
+    homogeneous, the count statistic only where it is also noise-dominated: sigma / sensitivity <= 1/8).
 
     For a statistic and a set A with certified masses P_lo(A) > delta and Q_hi(A), the value
     eps_A = log((P_lo(A) - delta) / Q_hi(A)), rounded down, satisfies delta(eps_A) >= P(A) - e^{eps_A} Q(A)
@@ -105,8 +110,8 @@ def epsilon_lower(entries, delta: float, direction: str = "remove", statistic: s
     if not 0.0 < delta < 1.0:
         raise ValueError(f"delta must be in (0, 1), got {delta}")
     add = _check_direction(direction)
-    if statistic not in ("best", "max", "sum"):
-        raise ValueError(f"statistic must be 'best', 'max' or 'sum', got {statistic!r}")
+    if statistic not in ("best", "max", "sum", "count"):
+        raise ValueError(f"statistic must be 'best', 'max', 'sum' or 'count', got {statistic!r}")
     st = _steps_from_entries(entries)
     if st.s.size == 0:
         return 0.0
@@ -115,7 +120,19 @@ def epsilon_lower(entries, delta: float, direction: str = "remove", statistic: s
         best = _max_epsilon_lower(_MaxStatistic(st, add), delta)
     if statistic == "sum" or (statistic == "best" and _sum_auto(st)):
         best = max(best, _sum_statistic(st, add).epsilon_lower(delta))
+    if not add and (statistic == "count" or (statistic == "best" and count_auto(st.s, st.q))):
+        best = max(best, _count_statistic(st).epsilon_lower(delta))
     return best
+
+
+def _count_statistic(st) -> CountStatistic:
+    if st.s.size > 1:
+        raise ValueError("the count statistic needs a homogeneous ledger (every step the same "
+                         f"sigma / sensitivity and sample_rate), got {st.s.size} different steps")
+    n = float(st.k[0])
+    if n > 2.0**53:
+        raise ValueError(f"total step count must be <= 2**53, got {n}")
+    return CountStatistic(float(st.s[0]), float(st.q[0]), int(n))
 
 
 def sum_statistic_delta_lower(entries, eps: float, direction: str = "remove") -> float:
@@ -139,7 +156,8 @@ def sum_statistic_delta_lower(entries, eps: float, direction: str = "remove") ->
 
 
 def delta_lower(entries, eps: float, direction: str = "remove") -> float:
-    """The larger of the max-statistic and (homogeneous ledgers) sum-statistic lower bounds on delta(eps).
+    """The largest of the max-statistic, (homogeneous ledgers) sum-statistic and (homogeneous, s <= 1/8,
+    remove) count-statistic lower bounds on delta(eps).
     Certified lower bound; arguments as :func:`max_statistic_delta_lower`."""
     eps = _check_eps(eps)
     add = _check_direction(direction)
@@ -149,4 +167,6 @@ def delta_lower(entries, eps: float, direction: str = "remove") -> float:
     v = _MaxStatistic(st, add).delta_lower(eps)[0]
     if _sum_auto(st):
         v = max(v, _sum_statistic(st, add).delta_lower(eps))
+    if not add and count_auto(st.s, st.q):
+        v = max(v, _count_statistic(st).delta_lower(eps))
     return v

@@ -195,8 +195,14 @@ class _MaxStatistic:
         if not a_set:
             return 0.0, a_set
         p_lo, q_hi = self.set_bounds(a_set)
-        ee = math.exp(eps) * (1.0 + 4 * _U)
-        val = p_lo - ee * q_hi * (1.0 + 4 * _U)
+        if eps <= 700.0:
+            eq = math.exp(eps) * (1.0 + 4 * _U) * q_hi * (1.0 + 4 * _U)
+        elif q_hi <= 0.0:
+            eq = 0.0
+        else:  # e^eps Q_hi in log space (e^eps alone overflows past eps ~ 709: tiny sigma), rounded up
+            lg = eps + math.log(q_hi)
+            eq = math.exp(min(lg, 709.0)) * (1.0 + 8 * _U * (abs(eps) + abs(math.log(q_hi)) + 2.0))
+        val = p_lo - eq
         val -= abs(val) * 2 * _U
         return max(0.0, val), a_set
 

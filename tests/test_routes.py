@@ -42,7 +42,7 @@ def test_bracket_kinds_and_error():
 # ---------------------------------------------------------------------------------------------- registry
 def test_route_order_and_methods():
     names = routes.route_names()
-    assert names[:4] == ("exact", "cf", "pld", "rdp") and "rdp_classic" in names
+    assert names[:5] == ("exact", "count", "cf", "pld", "rdp") and "rdp_classic" in names
     assert routes.methods()[0] == "auto"
     for r in routes.ROUTES:
         assert isinstance(r, routes.Route)
@@ -149,5 +149,6 @@ def test_new_route_is_one_class_and_one_registration():
 
 def test_unavailable_method_names_the_valid_routes():
     acct = PrivacyAccountant().compose(SubsampledGaussian(sigma=1.0, sample_rate=0.1), 10)
-    with pytest.raises(ValueError, match=r"available: \['cf', 'pld', 'rdp', 'rdp_classic'\].*closed forms"):
+    names = r"\['count', 'cf', 'pld', 'rdp', 'rdp_classic'\]"
+    with pytest.raises(ValueError, match=r"available: " + names + r".*closed forms"):
         acct.certificate(delta=1e-5, method="exact")

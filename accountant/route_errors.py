@@ -1,0 +1,13 @@
+"""The routes' exceptions (re-exported by :mod:`accountant.routes`; a module of their own so that route
+classes kept in other modules can raise them without importing the registry)."""
+
+from __future__ import annotations
+
+
+class RouteDeferred(Exception):
+    """A route declined to run because its plan predicts a costly, wide answer (auto tries it later)."""
+
+
+class RouteUnavailable(ValueError):
+    """A route found at query time that it cannot handle this ledger (auto moves on; ``method=`` it
+    explicitly and this is the error)."""
