@@ -27,6 +27,7 @@ subsampled_gaussian_rdp_quad                same divergences (both directions, a
 subsampled_gaussian_delta_single            exact 1-fold profile of the subsampled Gaussian (add and remove)
 subsampled_gaussian_delta                   rigorous (lower, upper) bracket of the k-fold profile (via FFT)
 rdp_to_eps_classic, rdp_to_eps_balle        RDP -> (eps, delta) conversions over a finite order list
+tiny_sigma_epsilon_lower                    a tight lower bound on eps(delta) of DP-SGD at sigma << 1
 """
 
 from __future__ import annotations
@@ -1027,3 +1028,32 @@ def _order(a):
     if math.isfinite(fa) and fa == int(fa):
         return int(fa)
     return a
+
+
+def tiny_sigma_epsilon_lower(sigma: float, q: float, n: int, delta: float) -> float:
+    """eps(delta) of n Poisson-subsampled Gaussian steps (remove direction) for sigma << 1.
+
+    Independent of the code under test: with mu = 1/sigma >> 1 the privacy loss of a sampled step is
+    log q + mu^2/2 + mu W (W ~ N(0, 1)) and an unsampled step's is log(1 - q), up to terms below e^-500
+    that only increase the loss; so given K ~ Bin(n, q) sampled steps the loss is Gaussian and
+    delta(eps) = sum_k P(K=k) [Phi(a) - e^{eps - m + s^2/2} Phi(a - s)], a = (m - eps)/s.  Dropping the
+    tiny terms lowers the loss, so this eps is a (very tight) lower bound on the truth.
+    """
+    mp.mp.dps = 40
+    qm, mu = mp.mpf(q), 1 / mp.mpf(sigma)
+
+    def dl(eps):
+        tot = mp.mpf(0)
+        for k in range(1, n + 1):
+            pk = mp.binomial(n, k) * qm**k * (1 - qm) ** (n - k)
+            m = k * mp.log(qm) + k * mu**2 / 2 + (n - k) * mp.log(1 - qm)
+            s = mu * mp.sqrt(k)
+            a = (m - eps) / s
+            tot += pk * (mp.ncdf(a) - mp.exp(eps - m + s**2 / 2 + mp.log(mp.ncdf(a - s))))
+        return tot - mp.mpf(delta)
+
+    lo, hi = mp.mpf(0), n * mu**2  # dl(lo) > 0 > dl(hi)
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if dl(mid) > 0 else (lo, mid)
+    return float(lo)

@@ -190,3 +190,16 @@ def test_max_statistic_at_tiny_sigma_no_longer_overflows():
     lo_max = lower_bounds.epsilon_lower(led, 1e-5, "remove", statistic="max")
     assert 600.0 < lo_max <= cg.epsilon_upper(1e-5, 0.01, 1 / 0.0098534294, 1000)[0]
     assert lower_bounds.epsilon_lower(led, 1e-5, "remove") >= 1.2e5  # ("best": the count statistic)
+
+
+def test_tiny_sigma_against_an_independent_reference():
+    """sigma = 0.03, q = 0.01, T = 10: the conditional-Gaussian reference (tests/reference.py
+    (an mpmath lower bound on the truth, tight at mu >> 1): the count bound and auto's answer are above
+    it, and the count bound within 2% of it."""
+    import reference
+
+    ref = reference.tiny_sigma_epsilon_lower(0.03, 0.01, 10, 1e-5)
+    up, _ = cg.epsilon_upper(1e-5, 0.01, 1 / 0.03, 10)
+    assert ref <= up <= 1.02 * ref
+    cert = PrivacyAccountant().step(sigma=0.03, sample_rate=0.01, steps=10).certificate(delta=1e-5)
+    assert cert.epsilon >= ref and cert.lower_bound <= cert.epsilon
