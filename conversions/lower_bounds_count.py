@@ -37,7 +37,8 @@ _U = 2.0**-52  # (2 u: generous outward rounding, as in conversions._lower_steps
 COUNT_AUTO_MAX_S = 0.125
 #: thresholds t = 1 - z s
 Z_GRID = np.linspace(-7.0, 9.0, 65)
-#: at most this many counts n are summed (the Q tail past them is bounded by Chernoff)
+#: at most this many counts n are summed (a window around T q when T is larger; the Q tail past it is
+#: bounded by Chernoff)
 MAX_COUNTS = 1 << 14
 
 
@@ -77,14 +78,22 @@ class CountStatistic:
         self.s, self.q, self.steps = float(s), float(q), int(steps)
         t = int(steps)
         lgt = math.lgamma(t + 1.0)
-        n_max = t if t <= MAX_COUNTS else min(t, int(math.ceil(5.0 * t * q + 40.0 * math.sqrt(t * q) + 200)))
-        if n_max > MAX_COUNTS:
+        # the sets {N_t >= n} tried: n in a window around the sampled count K ~ Bin(T, q) (outside it a
+        # set is not considered, which only costs tightness; the P tail is summed over the window, the
+        # Q tail too plus Chernoff's bound past it)
+        if t + 1 <= MAX_COUNTS:
+            n_min, n_max = 0, t
+        else:
+            sd = math.sqrt(t * q)
+            n_min = max(0, int(math.floor(t * q - 10.0 * sd - 10.0)))
+            n_max = min(t, int(math.ceil(t * q + 40.0 * sd + 200.0)))
+        if n_max - n_min + 1 > MAX_COUNTS:
             raise ValueError("the count statistic would sum too many counts")
-        n = np.arange(0, n_max + 1, dtype=float)
+        n = np.arange(n_min, n_max + 1, dtype=float)
         lc = lgt - gammaln(n + 1.0) - gammaln(t - n + 1.0)
         lc_err = 1e-12 * (1.0 + lgt)
         self.n = n
-        self.log_p_tail_lo = []  # per threshold: log P(N >= n) rounded down, n = 0..n_max
+        self.log_p_tail_lo = []  # per threshold: log P(N >= n) rounded down, n = n_min..n_max
         self.log_q_tail_hi = []  # per threshold: log Q(N >= n) rounded up
         lq, l1q = math.log(q), math.log1p(-q) if q < 1.0 else -math.inf
         for z in Z_GRID:

@@ -203,3 +203,14 @@ def test_tiny_sigma_against_an_independent_reference():
     assert ref <= up <= 1.02 * ref
     cert = PrivacyAccountant().step(sigma=0.03, sample_rate=0.01, steps=10).certificate(delta=1e-5)
     assert cert.epsilon >= ref and cert.lower_bound <= cert.epsilon
+
+
+def test_count_lower_bound_at_many_steps_uses_a_window_of_counts():
+    """T = 1e5, q = 0.1 (10^5 counts, more than the statistic sums): the sets {N >= n} are tried for n in
+    a window around T q; the bound stays below the sample-count upper bound and within 15% of it (the
+    other statistics gave 1.05e4 here)."""
+    st = CountStatistic(0.02, 0.1, 100_000)
+    assert st.n[0] > 0 and st.n.size <= 1 << 14
+    lo = st.epsilon_lower(1e-5)
+    up = cg.epsilon_upper(1e-5, 0.1, 1 / 0.02, 100_000)[0]
+    assert 0.85 * up <= lo <= up
