@@ -64,10 +64,12 @@ def _log_tail(steps: int, q: float, m: float) -> float:
         return 0.0 if m <= 0 else -math.inf
     if q == 1.0:
         return 0.0 if m >= steps else -math.inf
-    if a <= 0.0:
-        return steps * math.log1p(-q)  # P(K <= 0) exactly (rounded below: allowance below)
-    if a >= 1.0:
-        return steps * math.log(q)
+    if a <= 0.0:  # P(K <= 0) = (1 - q)^T, rounded up
+        v = steps * math.log1p(-q)
+        return v + 4.0 * _U * abs(v)
+    if a >= 1.0:  # P(K >= T) = q^T, rounded up
+        v = steps * math.log(q)
+        return v + 4.0 * _U * abs(v)
     t1 = a * math.log(a / q)
     t2 = (1.0 - a) * math.log1p((q - a) / (1.0 - q))
     d = t1 + t2

@@ -156,9 +156,11 @@ class CountStatistic:
         best = 0.0
         for lp, lqt in zip(self.log_p_tail_lo, self.log_q_tail_hi, strict=True):
             with np.errstate(over="ignore", invalid="ignore"):
-                # P - e^eps Q = P (1 - e^{eps + lq - lp}) where eps + lq < lp
+                # P - e^eps Q = P (1 - e^{eps + lq - lp}) where eps + lq < lp; x rounded up (its terms
+                # can be ~1e5 at tiny sigma: an absolute rounding of a few u times their size)
                 x = eps + lqt - lp
-                v = np.where(x < 0.0, np.exp(lp) * -np.expm1(np.minimum(x + 1e-12, 0.0)), 0.0)
+                x = x + 4.0 * _U * (abs(eps) + np.abs(lqt) + np.abs(lp)) + 1e-12
+                v = np.where(x < 0.0, np.exp(lp) * -np.expm1(np.minimum(x, 0.0)), 0.0)
             v = v[np.isfinite(v)]
             if v.size:
                 best = max(best, float(np.max(v)) * (1.0 - 1e-12))
