@@ -259,6 +259,11 @@ class CharacteristicFunctionRoute:
     #: only if that bracket is still wider than the target; with more steps it is split at once (the
     #: discretised PLD is slow and wide there)
     SPLIT_FIRST_STEPS = 1000
+    #: a contour evaluates the mechanisms' MGFs more often than this (a line search and one grid of
+    #: nodes): under a work limit that cannot pay for that many evaluations at the cheapest (real) point
+    #: the route declines at once instead of running into the limit (sigma << 1: ~0.8 s for the trivial
+    #: bound)
+    MIN_EVALUATIONS = 128
 
     def applies(self, ledger: Ledger) -> bool:
         return ledger.pld_available
@@ -315,6 +320,11 @@ class CharacteristicFunctionRoute:
 
     def _run(self, fn, split_fn, ledger: Ledger, value: float, ctx: QueryContext) -> Bracket:
         items = ledger.items()
+        if ctx.work_limit is not None:
+            costly = [m for m, _ in items if m.mgf_cost(0.0) * self.MIN_EVALUATIONS > ctx.work_limit]
+            if costly:
+                raise RouteUnavailable(f"{costly[0].describe()}: a contour costs more than the query's work "
+                                       "limit")
         can_split = split.splittable(items)
         # (auto defers few-step ledgers to the discretised PLD before splitting them)
         steps = sum(k for m, k in items if split.is_split_entry(m))

@@ -214,3 +214,17 @@ def test_count_lower_bound_at_many_steps_uses_a_window_of_counts():
     lo = st.epsilon_lower(1e-5)
     up = cg.epsilon_upper(1e-5, 0.1, 1 / 0.02, 100_000)[0]
     assert 0.85 * up <= lo <= up
+
+
+def test_auto_skips_a_contour_that_cannot_fit_its_work_limit():
+    """sigma = 0.0036 (mu = 278): one real MGF evaluation costs ~1.2e6 units, so a contour (more than
+    128 evaluations) cannot finish within auto's work limit; auto declines it up front (it ran ~0.8 s
+    into the limit for the trivial bound) and answers by the count route.  Named, it still runs."""
+    acct = PrivacyAccountant().step(sigma=0.0036, sample_rate=0.01, steps=1000)
+    cert = acct.certificate(delta=1e-5)
+    assert cert.method == "count" and "cf" not in cert.candidates
+    assert "cf unavailable" in cert.details["route_notes"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        named = acct.certificate(delta=1e-5, method="cf")
+    assert named.epsilon >= cert.lower_bound  # (a valid, here trivial or Chernoff, bound)
