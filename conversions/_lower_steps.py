@@ -94,3 +94,15 @@ def _certified_eps(p_lo: float, q_hi: float, delta: float) -> float | None:
     if (p_lo - math.exp(cand) * (1.0 + 4 * _U) * q_hi * (1.0 + 4 * _U)) * (1.0 - 2 * _U) >= delta:
         return cand
     return None
+
+
+def homogeneous(st: _Steps, what: str) -> tuple[float, float, int]:
+    """(s, q, T) of a ledger of one kind of step, for the statistics that need it (``what`` names the
+    statistic in the error)."""
+    if st.s.size > 1:
+        raise ValueError(f"{what} needs a homogeneous ledger (every step the same sigma / sensitivity and "
+                         f"sample_rate), got {st.s.size} different steps")
+    n = float(st.k[0])
+    if n > 2.0**53:
+        raise ValueError(f"total step count must be <= 2**53, got {n}")
+    return float(st.s[0]), float(st.q[0]), int(n)

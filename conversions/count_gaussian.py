@@ -29,6 +29,7 @@ profile grows with k).
 
 from __future__ import annotations
 
+import bisect
 import math
 
 import numpy as np
@@ -139,27 +140,11 @@ class CountBound:
 
     @staticmethod
     def _edge(start: int, stop: int, ok) -> int:
-        """The first m from ``start`` towards ``stop`` with ok(m) (ok is monotone along the way)."""
+        """The first m from ``start`` towards ``stop`` with ok(m), by bisection (ok is monotone along the
+        way, false then true; ``stop`` when none is ok)."""
         step = 1 if stop >= start else -1
-        if ok(start):
-            return start
-        # doubling, then bisection
-        lo, d = start, 1
-        while True:
-            hi = lo + step * d
-            if (step > 0 and hi >= stop) or (step < 0 and hi <= stop):
-                hi = stop
-                break
-            if ok(hi):
-                break
-            lo, d = hi, 2 * d
-        while abs(hi - lo) > 1:
-            mid = (lo + hi) // 2
-            if ok(mid):
-                hi = mid
-            else:
-                lo = mid
-        return hi
+        span = range(start, stop + step, step)
+        return span[min(bisect.bisect_left(span, True, key=ok), len(span) - 1)]
 
     def log_terms(self, eps: float) -> np.ndarray:
         """Upper bounds on log(w_k delta_G(eps; sqrt(k) mu)) over the window."""

@@ -50,6 +50,7 @@ from ._lower_steps import (
     _empty_delta,
     _Steps,  # noqa: F401 (tests build statistics directly)
     _steps_from_entries,
+    homogeneous,
     step_log_rel_err,
 )
 from .lower_bounds_count import CountStatistic, count_auto
@@ -126,13 +127,7 @@ def epsilon_lower(entries, delta: float, direction: str = "remove", statistic: s
 
 
 def _count_statistic(st) -> CountStatistic:
-    if st.s.size > 1:
-        raise ValueError("the count statistic needs a homogeneous ledger (every step the same "
-                         f"sigma / sensitivity and sample_rate), got {st.s.size} different steps")
-    n = float(st.k[0])
-    if n > 2.0**53:
-        raise ValueError(f"total step count must be <= 2**53, got {n}")
-    return CountStatistic(float(st.s[0]), float(st.q[0]), int(n))
+    return CountStatistic(*homogeneous(st, "the count statistic"))
 
 
 def sum_statistic_delta_lower(entries, eps: float, direction: str = "remove") -> float:

@@ -8,7 +8,7 @@ import math
 import numpy as np
 from scipy.special import ndtr
 
-from ._lower_steps import _U, _certified_eps, _Steps
+from ._lower_steps import _U, _certified_eps, _Steps, homogeneous
 
 # ==================================================================================================
 # The sum statistic (homogeneous ledgers): S = sum_j y_j = K + N(0, T s^2), K ~ Bin(T, q)
@@ -189,10 +189,4 @@ def _sum_auto(st: _Steps) -> bool:
 
 
 def _sum_statistic(st: _Steps, add: bool) -> _SumStatistic:
-    if st.s.size > 1:
-        raise ValueError("sum_statistic_delta_lower needs a homogeneous ledger (every step the same "
-                         f"sigma / sensitivity and sample_rate), got {st.s.size} different steps")
-    n = float(st.k[0])
-    if n > 2.0**53:
-        raise ValueError(f"total step count must be <= 2**53, got {n}")
-    return _SumStatistic(float(st.s[0]), float(st.q[0]), int(n), add)
+    return _SumStatistic(*homogeneous(st, "sum_statistic_delta_lower"), add)
