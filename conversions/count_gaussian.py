@@ -20,8 +20,8 @@ the loss span, certified 1.0e6 and RDP 5.2e6.  Generic (no seed): conditioning o
 joint convexity of f-divergences.
 
 Certified in floating point: the binomial weights are upper bounds (lgamma with a generous relative
-allowance), delta_G is evaluated at mu_k rounded up (it is increasing in the shift) with the error
-model of :func:`conversions.gaussian_dp.gaussian_log_delta_bounds` (``log_ndtr`` to 16 ulps), the sum
+allowance), delta_G is evaluated at mu_k rounded up (it is increasing in the shift) by
+:func:`conversions.gaussian_dp.gaussian_log_delta_upper_array` (``log_ndtr`` to 16 ulps), the sum
 carries a 1e-9 relative allowance, and the counts outside the summed window [k_lo, k_hi] are bounded by
 Chernoff's binomial tails: the upper tail with delta_G <= 1, the lower tail with delta_G at k_lo (the
 profile grows with k).
@@ -35,7 +35,7 @@ import math
 import numpy as np
 from scipy.special import gammaln
 
-from mechanisms._numerics import log_ndtr_bounds
+from .gaussian_dp import gaussian_log_delta_upper_array
 
 _U = 2.0 ** -53
 #: at most this many sample counts are summed (bounded work; a ledger needing more is declined)
@@ -93,26 +93,6 @@ def _log_pmf_upper(steps: int, q: float, ks: np.ndarray) -> np.ndarray:
     return lc + body + 1e-12 * (1.0 + lgt) + 16.0 * _U * (np.abs(ks * lq) + np.abs((steps - ks) * l1q))
 
 
-def _log_delta_g_upper(eps: float, mus: np.ndarray) -> np.ndarray:
-    """Upper bounds on log delta_G(eps; m) for shifts m > 0 (the rounding model of
-    :func:`conversions.gaussian_dp.gaussian_log_delta_bounds`, vectorised)."""
-    a = -eps / mus + mus / 2.0
-    b = -eps / mus - mus / 2.0
-    # a and b carry a relative rounding error of ~2u: z_err = 2u |z|
-    la, ea = log_ndtr_bounds(a, 2.0 * _U * np.abs(a))
-    lb, eb = log_ndtr_bounds(b, 2.0 * _U * np.abs(b))
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        x = eps + lb - la  # log(e^eps Phi(b) / Phi(a)) < 0
-        ex = ea + eb + 4.0 * _U * (abs(eps) + np.abs(lb) + np.abs(la))
-        plain = la + ea  # delta_G <= Phi(a)
-        den = -(x + ex)
-        ld = la + np.log(-np.expm1(np.minimum(x, 0.0)))
-        rel = np.where(den < 700.0, ex / np.expm1(np.clip(den, 1e-300, 700.0)), 0.0)
-        up = ld + ea + rel + 4.0 * _U * (1.0 + np.abs(ld))
-        out = np.where(den > 0.0, np.minimum(up, plain), plain)
-    return np.where(np.isnan(out), plain, out)
-
-
 class CountBound:
     """delta(eps) <= :meth:`delta_upper` (eq. (*) of the module docstring) for ``steps`` uses of the
     Poisson-subsampled Gaussian with rate ``q`` and mu = sensitivity / sigma, summing the counts whose
@@ -151,7 +131,7 @@ class CountBound:
         out = np.full(self.ks.shape, -np.inf)
         pos = self.ks > 0
         if np.any(pos):
-            out[pos] = self.log_w[pos] + _log_delta_g_upper(eps, self.mus[pos])
+            out[pos] = self.log_w[pos] + gaussian_log_delta_upper_array(eps, self.mus[pos])
         if not pos[0] and eps < 0.0:  # k = 0: delta_G(eps; 0) = 1 - e^eps
             out[0] = self.log_w[0] + math.log(-math.expm1(eps)) + 4.0 * _U
         return out
@@ -164,7 +144,8 @@ class CountBound:
         body *= 1.0 + SUM_SLACK
         low = 0.0
         if self.tail_lo > 0.0:
-            low = self.tail_lo * math.exp(min(float(_log_delta_g_upper(eps, self.mus[:1])[0]), 0.0))
+            lg = float(gaussian_log_delta_upper_array(eps, self.mus[:1])[0])
+            low = self.tail_lo * math.exp(min(lg, 0.0))
         return min(1.0, math.nextafter((body + self.tail_hi + low) * (1.0 + 4.0 * _U), math.inf))
 
 

@@ -16,6 +16,7 @@ from scipy.special import log_ndtr
 
 from mechanisms import validation as V
 from mechanisms._numerics import LOG_NDTR_ULPS as _LOG_NDTR_ULPS
+from mechanisms._numerics import log_ndtr_bounds
 
 _U = 2.0 ** -53  # unit roundoff
 # kept for backward compatibility: the smallest relative error ever reported
@@ -61,6 +62,29 @@ def gaussian_log_delta_bounds(eps: float, mu: float, mu_rel_err: float = 0.0) ->
         r = log_phi_a + math.log(mu * mu_rel_err) - (ld - err)
         err += 1.01 * math.exp(r) if r < 700.0 else math.inf
     return ld - err, ld, min(ld + err, up_plain)
+
+
+def gaussian_log_delta_upper_array(eps: float, mus: np.ndarray) -> np.ndarray:
+    """Upper bounds on log delta(eps) of mu-GDP for an array of mu > 0: the formula of the upper end of
+    :func:`gaussian_log_delta_bounds` (``mu_rel_err`` = 0), vectorised over mu for the sums of many
+    Gaussian profiles (:mod:`conversions.count_gaussian`), with the arguments' rounding carried by
+    :func:`mechanisms._numerics.log_ndtr_bounds` (its slope bound is sharper for positive arguments, so
+    the result is never looser than the scalar's).  Upper bound."""
+    a = -eps / mus + mus / 2.0
+    b = -eps / mus - mus / 2.0
+    # a and b carry a relative rounding error of ~2u: z_err = 2u |z|
+    la, ea = log_ndtr_bounds(a, 2.0 * _U * np.abs(a))
+    lb, eb = log_ndtr_bounds(b, 2.0 * _U * np.abs(b))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        x = eps + lb - la  # log(e^eps Phi(b) / Phi(a)) < 0
+        ex = ea + eb + 4.0 * _U * (abs(eps) + np.abs(lb) + np.abs(la))
+        plain = la + ea  # delta_G <= Phi(a)
+        den = -(x + ex)
+        ld = la + np.log(-np.expm1(np.minimum(x, 0.0)))
+        rel = np.where(den < 700.0, ex / np.expm1(np.clip(den, 1e-300, 700.0)), 0.0)
+        up = ld + ea + rel + 4.0 * _U * (1.0 + np.abs(ld))
+        out = np.where(den > 0.0, np.minimum(up, plain), plain)
+    return np.where(np.isnan(out), plain, out)
 
 
 def gaussian_log_delta(eps: float, mu: float) -> float:
