@@ -153,6 +153,19 @@ def _interpolate_cgf(alpha: np.ndarray, int_eps) -> np.ndarray:
     return out
 
 
+def sg_quadrature(s: np.ndarray, args: tuple) -> np.ndarray:
+    """log M at the complex points ``s`` by the trapezoid kernels (``args``: the kernels' arguments after
+    the points, ``(q, mu, add, dx_max, span, xcut, tau, part)``): nodes on one line (one real part, the
+    contour's grids) by ``sg_line_log_mgf``, other points one by one by ``sg_log_mgf``."""
+    flat = s.ravel()
+    if flat.size > 1 and np.all(flat.real == flat[0].real):
+        re, im = sg_line_log_mgf(float(flat[0].real), np.ascontiguousarray(flat.imag), *args)
+    else:
+        re, im = np.empty(flat.size), np.empty(flat.size)
+        sg_log_mgf(np.ascontiguousarray(flat.real), np.ascontiguousarray(flat.imag), *args, re, im)
+    return (re + 1j * im).reshape(s.shape)
+
+
 def sg_envelope(c: float, q: float, mu: float, add: bool, dx: float, xcut: float = 0.0, tau: float = 1.0,
                 part: int = -1):
     """t -> log of a bound on |M(c + it')| for all |t'| >= t, for the subsampled Gaussian (0 < q < 1) or,
@@ -355,14 +368,7 @@ class SubsampledGaussian(Mechanism):
         if q == 1.0:
             # remove: the Gaussian pair; add: the swapped Gaussian pair has the same loss law
             return s * (s + 1.0) * (mu**2 / 2.0)
-        flat = s.ravel()
-        args = (q, mu, direction == "add", self._dx(), _SPAN, 0.0, 1.0, -1)
-        if flat.size > 1 and np.all(flat.real == flat[0].real):  # nodes on one line: the line kernel
-            re, im = sg_line_log_mgf(float(flat[0].real), np.ascontiguousarray(flat.imag), *args)
-        else:
-            re, im = np.empty(flat.size), np.empty(flat.size)
-            sg_log_mgf(np.ascontiguousarray(flat.real), np.ascontiguousarray(flat.imag), *args, re, im)
-        return (re + 1j * im).reshape(s.shape)
+        return sg_quadrature(s, (q, mu, direction == "add", self._dx(), _SPAN, 0.0, 1.0, -1))
 
     def total_variation(self, direction: str = "remove") -> float:
         """TV((1 - q) N(0, 1) + q N(mu, 1), N(0, 1)) = q erf(mu / (2 sqrt 2)) (exact, both directions)."""

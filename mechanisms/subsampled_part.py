@@ -10,9 +10,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._poisson_kernels import _add_peak, sg_line_log_mgf, sg_log_mgf, sg_weighted_window
+from ._poisson_kernels import _add_peak, sg_weighted_window
 from .base import Mechanism, as_complex_array, check_direction
-from .subsampled import _OP_CF, _OP_CS, _OP_EXP, _OP_LW, _OP_ROT, _SPAN, SubsampledGaussian, sg_envelope
+from .subsampled import (
+    _OP_CF,
+    _OP_CS,
+    _OP_EXP,
+    _OP_LW,
+    _OP_ROT,
+    _SPAN,
+    SubsampledGaussian,
+    sg_envelope,
+    sg_quadrature,
+)
 
 
 @dataclass(frozen=True)
@@ -243,15 +253,8 @@ class SubsampledGaussianPart(Mechanism):
     def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
         check_direction(direction)
         s = as_complex_array(s)
-        flat = s.ravel()
-        args = (self.sample_rate, self.mu, direction == "add", self._dx(), _SPAN, float(self.x_cut),
-                float(self.tau), int(self.part))
-        if flat.size > 1 and np.all(flat.real == flat[0].real):  # nodes on one line: the line kernel
-            re, im = sg_line_log_mgf(float(flat[0].real), np.ascontiguousarray(flat.imag), *args)
-        else:
-            re, im = np.empty(flat.size), np.empty(flat.size)
-            sg_log_mgf(np.ascontiguousarray(flat.real), np.ascontiguousarray(flat.imag), *args, re, im)
-        return (re + 1j * im).reshape(s.shape)
+        return sg_quadrature(s, (self.sample_rate, self.mu, direction == "add", self._dx(), _SPAN,
+                                 float(self.x_cut), float(self.tau), int(self.part)))
 
     def log_mgf_real(self, c: float, direction: str = "remove") -> float:
         key = (float(c), direction)
