@@ -239,6 +239,13 @@ class SingleUseExactRoute:
         return self._run(ledger, "delta", epsilon)
 
 
+def _decline_costly(items, max_cost: float, why: str) -> None:
+    """RouteUnavailable (``why``) when some mechanism's MGF at 0 costs more than ``max_cost`` units."""
+    for m, _ in items:
+        if m.mgf_cost(0.0) > max_cost:
+            raise RouteUnavailable(f"{m.describe()}: {why}")
+
+
 # ---------------------------------------------------------------------------------------------- numerical
 class CharacteristicFunctionRoute:
     """Shifted-line inversion of the composed MGF with exact atoms and closed-form low-order terms
@@ -259,10 +266,8 @@ class CharacteristicFunctionRoute:
     #: only if that bracket is still wider than the target; with more steps it is split at once (the
     #: discretised PLD is slow and wide there)
     SPLIT_FIRST_STEPS = 1000
-    #: a contour evaluates the mechanisms' MGFs more often than this (a line search and one grid of
-    #: nodes): under a work limit that cannot pay for that many evaluations at the cheapest (real) point
-    #: the route declines at once instead of running into the limit (sigma << 1: ~0.8 s for the trivial
-    #: bound)
+    #: a contour evaluates the MGFs more often than this (a line search, a grid): a work limit too small for
+    #: that many at the cheapest point is declined at once (sigma << 1: ~0.8 s into it for a trivial bound)
     MIN_EVALUATIONS = 128
 
     def applies(self, ledger: Ledger) -> bool:
@@ -321,10 +326,8 @@ class CharacteristicFunctionRoute:
     def _run(self, fn, split_fn, ledger: Ledger, value: float, ctx: QueryContext) -> Bracket:
         items = ledger.items()
         if ctx.work_limit is not None:
-            costly = [m for m, _ in items if m.mgf_cost(0.0) * self.MIN_EVALUATIONS > ctx.work_limit]
-            if costly:
-                raise RouteUnavailable(f"{costly[0].describe()}: a contour costs more than the query's work "
-                                       "limit")
+            _decline_costly(items, ctx.work_limit / self.MIN_EVALUATIONS,
+                            "a contour costs more than the query's work limit")
         can_split = split.splittable(items)
         # (auto defers few-step ledgers to the discretised PLD before splitting them)
         steps = sum(k for m, k in items if split.is_split_entry(m))
@@ -401,10 +404,8 @@ class DiscretisedPLDRoute:
     @classmethod
     def _check(cls, ledger: Ledger, ctx: QueryContext) -> list:
         items = ledger.items()
-        costly = [m for m, _ in items if m.mgf_cost(0.0) > cls.MAX_MGF_COST]
-        if costly:
-            raise RouteUnavailable(f"{costly[0].describe()}: its loss distribution is too costly to evaluate "
-                                   "for the discretised PLD")
+        _decline_costly(items, cls.MAX_MGF_COST, "its loss distribution is too costly to evaluate for the "
+                        "discretised PLD")
         key = ("pld_applicable",)
         if key not in ctx.cache:
             ctx.cache[key] = pld.pld_applicable(items)
