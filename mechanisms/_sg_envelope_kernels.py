@@ -14,9 +14,12 @@ from numba import njit
 
 from ._poisson_kernels import _HELPER, _add_peak, _ell, _weighted_window, split_log_weight
 
+_CACHE_POINTS = 1 << 22  # grid points whose per-point values the envelope constants keep (3 x 32 MB)
+
 
 @njit(cache=True)
-def sg_envelope_constants(c, q, mu, add, dx, xcut, tau, part, bins, hist):  # pragma: no cover - compiled
+def sg_envelope_constants(c, q, mu, add, dx, xcut, tau, part, bins, hist,
+                          cache_points=_CACHE_POINTS):  # pragma: no cover - compiled
     """Constants of a rigorous decay bound on |M(c + it)| / M(c) for the subsampled Gaussian, and the
     histogram of the tilted loss law behind its curvature bands.
 
@@ -33,7 +36,9 @@ def sg_envelope_constants(c, q, mu, add, dx, xcut, tau, part, bins, hist):  # pr
     Masses come from a fine trapezoid grid of step ``dx`` (the caller applies safety factors); ``bins``
     (zeros on entry) is the work array of the fine bins of V.  When TV is not finite the histogram is
     not built (the caller keeps only the trivial bound).  ``part`` >= 0: the same for the split part's
-    weighted density (``sg_log_mgf``); ``part`` = -1: no split.
+    weighted density (``sg_log_mgf``); ``part`` = -1: no split.  Grids of at most ``cache_points``
+    points keep their per-point values between the passes (the same results bit for bit; a test
+    compares both paths).
 
     The x-grid: the log density at x is -x^2/2 - log sqrt(2 pi) + w l(x) (+ the split weight) with
     w = c + 1 (remove) or -c (add), on lo + i dx, i = 0..m.
@@ -55,10 +60,26 @@ def sg_envelope_constants(c, q, mu, add, dx, xcut, tau, part, bins, hist):  # pr
         _, lo, hi = _weighted_window(wr, q, mu, lq, l1q, lo if lo < xcut - 1.0 else xcut - 1.0,
                                      hi if hi > xcut + 1.0 else xcut + 1.0, xcut, tau, part, 120.0)
     m = math.ceil((hi - lo) / dx)
+    # the passes below walk the same grid; within _CACHE_POINTS the per-point loss and log density of
+    # pass 1 (and the density of pass 2) are kept, so later passes repeat no transcendental (each value
+    # is the one the streaming expression gives, bit for bit)
+    cached = m + 1 <= cache_points
+    n_cache = m + 1 if cached else 1
+    ell_c = np.empty(n_cache)
+    base_c = np.empty(n_cache)  # -x^2/2 - log sqrt(2 pi) + wr l(x); after pass 2 the density g
+    sw_c = np.empty(n_cache if part >= 0 and cached else 1)
     gmax = -np.inf
     for i in range(m + 1):
         x = lo + i * dx
-        lg = -0.5 * x * x - half_log_2pi + wr * _ell(x, q, mu, lq, l1q) + split_log_weight(x, xcut, tau, part)
+        ell = _ell(x, q, mu, lq, l1q)
+        base = -0.5 * x * x - half_log_2pi + wr * ell
+        sw = split_log_weight(x, xcut, tau, part)
+        lg = base + sw
+        if cached:
+            ell_c[i] = ell
+            base_c[i] = base
+            if part >= 0:
+                sw_c[i] = sw
         if lg > gmax:
             gmax = lg
     # pass 2: mass and TV of the density in the loss variable, and the range that matters
@@ -71,9 +92,15 @@ def sg_envelope_constants(c, q, mu, add, dx, xcut, tau, part, bins, hist):  # pr
     x_last = lo
     for i in range(m + 1):
         x = lo + i * dx
-        ell = _ell(x, q, mu, lq, l1q)
-        lg = -0.5 * x * x - half_log_2pi + wr * ell - gmax + split_log_weight(x, xcut, tau, part)
+        if cached:
+            ell = ell_c[i]
+            lg = base_c[i] - gmax + (sw_c[i] if part >= 0 else 0.0)
+        else:
+            ell = _ell(x, q, mu, lq, l1q)
+            lg = -0.5 * x * x - half_log_2pi + wr * ell - gmax + split_log_weight(x, xcut, tau, part)
         g = math.exp(lg)
+        if cached:
+            base_c[i] = g
         mass += g * dx
         if lg > -40.0:
             u = -ell if add else ell
@@ -104,23 +131,34 @@ def sg_envelope_constants(c, q, mu, add, dx, xcut, tau, part, bins, hist):  # pr
     cum = 0.0
     umed = 0.0
     for i in range(m + 1):
-        x = lo + i * dx
-        ell = _ell(x, q, mu, lq, l1q)
-        cum += math.exp(-0.5 * x * x - half_log_2pi + wr * ell - gmax
-                        + split_log_weight(x, xcut, tau, part)) * dx
+        if cached:
+            ell = ell_c[i]
+            cum += base_c[i] * dx
+        else:
+            x = lo + i * dx
+            ell = _ell(x, q, mu, lq, l1q)
+            cum += math.exp(-0.5 * x * x - half_log_2pi + wr * ell - gmax
+                            + split_log_weight(x, xcut, tau, part)) * dx
         if cum >= 0.5 * mass:
             umed = -ell if add else ell
             break
     b = r / 64.0
     umin = umed - 0.5 * nbins * b
     for i in range(m + 1):
-        x = lo + i * dx
-        ell = _ell(x, q, mu, lq, l1q)
-        lg = -0.5 * x * x - half_log_2pi + wr * ell - gmax + split_log_weight(x, xcut, tau, part)
+        if cached:
+            ell = ell_c[i]
+        else:
+            x = lo + i * dx
+            ell = _ell(x, q, mu, lq, l1q)
         u = -ell if add else ell
         kf = (u - umin) / b
         if 0.0 <= kf < nbins:
-            bins[math.trunc(kf)] += math.exp(lg) * dx / mass
+            if cached:
+                g = base_c[i]
+            else:
+                g = math.exp(-0.5 * x * x - half_log_2pi + wr * ell - gmax
+                             + split_log_weight(x, xcut, tau, part))
+            bins[math.trunc(kf)] += g * dx / mass
     # V >= sum over bin pairs at index distance d with (d + 1) b <= r of ((d - 1) b)^2 m_i m_j
     first = 0
     while first < nbins and bins[first] == 0.0:

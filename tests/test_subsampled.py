@@ -492,6 +492,26 @@ def test_envelope_bounds_the_mgf_and_is_not_weak(q, sigma, direction):
             assert env(3.0) - lmc <= 0.25 * true3
 
 
+@pytest.mark.parametrize("part,xcut,tau", [(-1, 0.0, 1.0), (0, 1.5, 0.3), (1, 1.5, 0.3)])
+@pytest.mark.parametrize("add", [False, True])
+def test_envelope_constants_cached_passes_equal_streaming(part, xcut, tau, add):
+    """The envelope constants keep per-point values between their passes on grids up to
+    ``cache_points``; past it they recompute them (bounded memory).  Both paths must give the same
+    constants and histograms bit for bit (the bound tested above holds for either)."""
+    from mechanisms._sg_envelope_kernels import sg_envelope_constants
+
+    for q, mu, c in ((1e-3, 1.25, 4.0), (0.01, 1 / 1.1, 6.7), (0.3, 0.5, 0.4), (0.01, 5.0, 2.0)):
+        args = (c, q, mu, add, min(0.004, 0.04 / mu), xcut, tau, part)
+        outs = []
+        for cache_points in (1 << 22, 0):
+            bins, hist = np.zeros(1 << 14), np.zeros(1 << 13)
+            outs.append((sg_envelope_constants(*args, bins, hist, cache_points), bins, hist))
+        (r1, b1, h1), (r2, b2, h2) = outs
+        assert np.isfinite(r1[1]) and h1.sum() > 0.0  # the case builds its histogram
+        assert r1 == r2, args
+        assert np.array_equal(b1, b2) and np.array_equal(h1, h2), args
+
+
 def test_total_variation_matches_mpmath_and_caps_delta():
     """TV of the pairs (mpmath quadrature of int (p - q)_+) and the composed cap on delta(eps >= 0)."""
     from accountant import PrivacyAccountant
