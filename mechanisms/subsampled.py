@@ -166,6 +166,14 @@ def sg_quadrature(s: np.ndarray, args: tuple) -> np.ndarray:
     return (re + 1j * im).reshape(s.shape)
 
 
+def sg_log_mgf_real(c: float, args: tuple) -> float:
+    """log M at one real point ``c`` by the per-point kernel (``args`` as in :func:`sg_quadrature`): the
+    line searches' scalar calls, the same value as ``sg_quadrature`` at [c] without its array handling."""
+    re, im = np.empty(1), np.empty(1)
+    sg_log_mgf(np.array([float(c)]), np.zeros(1), *args, re, im)
+    return float(re[0])
+
+
 def sg_envelope(c: float, q: float, mu: float, add: bool, dx: float, xcut: float = 0.0, tau: float = 1.0,
                 part: int = -1):
     """t -> log of a bound on |M(c + it')| for all |t'| >= t, for the subsampled Gaussian (0 < q < 1) or,
@@ -368,7 +376,16 @@ class SubsampledGaussian(Mechanism):
         if q == 1.0:
             # remove: the Gaussian pair; add: the swapped Gaussian pair has the same loss law
             return s * (s + 1.0) * (mu**2 / 2.0)
-        return sg_quadrature(s, (q, mu, direction == "add", self._dx(), _SPAN, 0.0, 1.0, -1))
+        return sg_quadrature(s, self._kernel_args(direction))
+
+    def _kernel_args(self, direction: str) -> tuple:
+        return (self.sample_rate, self.mu, direction == "add", self._dx(), _SPAN, 0.0, 1.0, -1)
+
+    def log_mgf_real(self, c: float, direction: str = "remove") -> float:
+        check_direction(direction)
+        if self.sample_rate in (0.0, 1.0):
+            return super().log_mgf_real(c, direction)
+        return sg_log_mgf_real(c, self._kernel_args(direction))
 
     def total_variation(self, direction: str = "remove") -> float:
         """TV((1 - q) N(0, 1) + q N(mu, 1), N(0, 1)) = q erf(mu / (2 sqrt 2)) (exact, both directions)."""

@@ -21,6 +21,7 @@ from .subsampled import (
     _SPAN,
     SubsampledGaussian,
     sg_envelope,
+    sg_log_mgf_real,
     sg_quadrature,
 )
 
@@ -253,14 +254,18 @@ class SubsampledGaussianPart(Mechanism):
     def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
         check_direction(direction)
         s = as_complex_array(s)
-        return sg_quadrature(s, (self.sample_rate, self.mu, direction == "add", self._dx(), _SPAN,
-                                 float(self.x_cut), float(self.tau), int(self.part)))
+        return sg_quadrature(s, self._kernel_args(direction))
+
+    def _kernel_args(self, direction: str) -> tuple:
+        return (self.sample_rate, self.mu, direction == "add", self._dx(), _SPAN, float(self.x_cut),
+                float(self.tau), int(self.part))
 
     def log_mgf_real(self, c: float, direction: str = "remove") -> float:
         key = (float(c), direction)
         v = self._real.get(key)
         if v is None:
-            v = self._real[key] = float(self.log_mgf(np.array([complex(c)]), direction)[0].real)
+            check_direction(direction)
+            v = self._real[key] = sg_log_mgf_real(c, self._kernel_args(direction))
         return v
 
     def mass(self, direction: str = "remove") -> float:
