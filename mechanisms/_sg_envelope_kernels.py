@@ -186,7 +186,8 @@ def _loss_histogram(c, q, mu, add, dx, gmax, umin, umax, x_first, x_last, xcut, 
     Takes the scale ``gmax`` and x range [x_first, x_last] of :func:`sg_envelope_constants` (same c, q,
     mu, add, dx): u = the loss (remove) or its negative (add).  Cells of an x-grid whose step is
     shrunk so that each cell maps into one bin-width of u are placed at their midpoint's bin (cells
-    still wider than a bin are dropped: dropping mass only lowers the curvature bound built on it).
+    that may still be wider than a bin, by the slope at their end, are dropped: dropping mass only
+    lowers the curvature bound built on it).
     """
     lq = math.log(q)
     l1q = math.log1p(-q)
@@ -196,25 +197,26 @@ def _loss_histogram(c, q, mu, add, dx, gmax, umin, umax, x_first, x_last, xcut, 
     b = (umax - umin) / nb
     if not b > 0.0:
         return 1.0
-    # walk the x-range where the tilted density matters (+- one grid step)
+    # walk the x-range where the tilted density matters (+- one grid step).  u'(x) = mu sigmoid(y),
+    # y = log q + mu x - mu^2/2 - log(1 - q), increases with x: a cell [x, x + h] spans at most
+    # u'(x + h) h in u, and h makes u'(x) h <= b/2 (the slope at a cell's end is its successor's start)
     x = x_first - dx
-    ell_a = _ell(x, q, mu, lq, l1q)
+    y = lq + mu * x - 0.5 * mu * mu - l1q
+    slope = mu / (1.0 + math.exp(-y)) if y > -700 else 0.0
     while x < x_last + dx:
-        # u'(x) = mu sigmoid(y), y = log q + mu x - mu^2/2 - log(1 - q); one cell spans <= b/2 in u
-        y = lq + mu * x - 0.5 * mu * mu - l1q
-        slope = mu / (1.0 + math.exp(-y)) if y > -700 else 0.0
         h = dx if slope * dx <= 0.5 * b else 0.5 * b / slope
         xm = x + 0.5 * h
-        ell_b = _ell(x + h, q, mu, lq, l1q)
+        x += h
+        y = lq + mu * x - 0.5 * mu * mu - l1q
+        slope_end = mu / (1.0 + math.exp(-y)) if y > -700 else 0.0
         ell = _ell(xm, q, mu, lq, l1q)
         lg = -0.5 * xm * xm - half_log_2pi + wr * ell - gmax + split_log_weight(xm, xcut, tau, part)
-        if lg > -40.0 and abs(ell_b - ell_a) <= b:
+        if lg > -40.0 and slope_end * h <= b:
             u = -ell if add else ell
             k = math.trunc((u - umin) / b)
             if 0 <= k < nb:
                 hist[k] += math.exp(lg) * h
-        x += h
-        ell_a = ell_b
+        slope = slope_end
     return b
 
 
