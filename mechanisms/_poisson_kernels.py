@@ -199,10 +199,11 @@ def _weighted_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span):  # prag
 
 
 @njit(cache=True)
-def sg_weighted_window(wr, q, mu, lo, hi, xcut, tau, part, span):  # pragma: no cover - compiled
-    """(a, b) of :func:`_weighted_window` (the x-window the split parts' kernels integrate), for the
-    parts' cost bounds (``SubsampledGaussianPart._part_window``)."""
-    _, a, b = _weighted_window(wr, q, mu, math.log(q), math.log1p(-q), lo, hi, xcut, tau, part, span)
+def sg_window(wr, q, mu, lo, hi, xcut, tau, part, span):  # pragma: no cover - compiled
+    """(a, b) of :func:`_mgf_window`: the x-window the MGF kernels integrate for Re w = wr and search
+    range [lo, hi] (a split part's ``_weighted_window`` for ``part`` >= 0, else the unsplit coarse scan),
+    for the cost hints (``SubsampledGaussian._window``, ``SubsampledGaussianPart._part_window``)."""
+    _, a, b = _mgf_window(wr, q, mu, math.log(q), math.log1p(-q), lo, hi, xcut, tau, part, span)
     return a, b
 
 

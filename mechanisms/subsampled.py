@@ -42,7 +42,7 @@ import numpy as np
 
 from . import validation as V
 from ._numerics import log_expm1_float
-from ._poisson_kernels import _add_peak, poisson_rdp_int, sg_line_log_mgf, sg_log_mgf
+from ._poisson_kernels import _add_peak, poisson_rdp_int, sg_line_log_mgf, sg_log_mgf, sg_window
 from ._sg_envelope_kernels import sg_envelope_constants, sg_loss_histogram
 from .base import Mechanism, as_complex_array, check_direction
 from .registry import register
@@ -334,8 +334,8 @@ class SubsampledGaussian(Mechanism):
     def _window(self, wr: float) -> tuple[float, float]:
         """(width, top) of the x-window that ``sg_log_mgf`` integrates for Re w = wr (the region where
         -x^2/2 + wr l(x) is within ``_SPAN`` of its maximum on the kernel's 601-point coarse grid: around
-        0 for wr > 0, around the add peak for wr <= 0), one coarse step each side plus one more for the
-        rounding of this numpy replica of the scan."""
+        0 for wr > 0, around the add peak for wr <= 0), measured by the kernel's own scan
+        (``sg_window``: one coarse step each side), plus one more coarse step each side (margin)."""
         q, mu = self.sample_rate, self.mu
         lq, l1q = math.log(q), math.log1p(-q)
         if wr > 0.0:
@@ -344,13 +344,10 @@ class SubsampledGaussian(Mechanism):
             xp = _add_peak(-wr, q, mu, lq, l1q)
             lo, hi = xp - 14.0 - math.sqrt(2.0 * _SPAN), xp + 14.0 + math.sqrt(2.0 * _SPAN)
         step = (hi - lo) / 600.0
-        x = lo + step * np.arange(601)
-        with np.errstate(over="ignore", invalid="ignore"):
-            f = -0.5 * x * x + wr * np.logaddexp(l1q, lq + mu * x - 0.5 * mu * mu)
-        inside = np.nonzero(f > np.max(f) - _SPAN)[0]
-        if not (np.all(np.isfinite(f)) and inside.size):
+        a, b = sg_window(wr, q, mu, lo, hi, 0.0, 1.0, -1, _SPAN)
+        if not (math.isfinite(a) and math.isfinite(b) and a < b):
             return hi - lo + 4.0 * step, hi + 2.0 * step  # (float trouble: the whole coarse range)
-        return float(x[inside[-1]] - x[inside[0]]) + 4.0 * step, float(x[inside[-1]]) + 2.0 * step
+        return (b - a) + 2.0 * step, b + step
 
     def _dx(self) -> float:
         return min(0.125, 0.25 / self.mu)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._poisson_kernels import _add_peak, sg_weighted_window
+from ._poisson_kernels import _add_peak, sg_window
 from .base import Mechanism, as_complex_array, check_direction
 from .subsampled import (
     _OP_CF,
@@ -193,11 +193,11 @@ class SubsampledGaussianPart(Mechanism):
 
     def _part_window(self, wr: float, lo: float, hi: float, span: float) -> tuple[float, float]:
         """The x-window [a, b] that the kernels integrate for Re w = wr, coarse range [lo, hi] and
-        ``span``: ``_weighted_window`` itself (through ``sg_weighted_window``).  Memoised."""
+        ``span``: ``_weighted_window`` itself (through ``sg_window``).  Memoised."""
         key = ("window", wr, lo, hi, span)
         got = self._real.get(key)
         if got is None:
-            got = self._real[key] = sg_weighted_window(wr, self.sample_rate, self.mu, lo, hi,
+            got = self._real[key] = sg_window(wr, self.sample_rate, self.mu, lo, hi,
                                                        float(self.x_cut), float(self.tau), int(self.part),
                                                        span)
         return got

@@ -581,6 +581,32 @@ def _quadrature_nodes(s: complex, q: float, mu: float, add: bool, span: float = 
     return max(math.ceil((b - a) / dx), 64) + 0.5 * 3 * 601
 
 
+def test_cost_hint_window_covers_the_coarse_scan():
+    """``SubsampledGaussian._window`` (the kernel's own scan, for the cost hint) against the coarse scan
+    rewritten with numpy: the window [top - width, top] holds every coarse point within the span of the
+    maximum, with its step of margin each side plus one more (to 1e-12 of the width)."""
+    from mechanisms.subsampled import _SPAN, _add_peak
+
+    for q, sigma in ((1e-4, 1.0), (0.01, 0.3), (0.3, 2.0), (0.9, 0.05)):
+        m = SubsampledGaussian(sigma=sigma, sample_rate=q)
+        mu, lq, l1q = m.mu, math.log(q), math.log1p(-q)
+        for wr in (-300.0, -2.0, -1e-3, 1.001, 5.0, 80.0):
+            if wr > 0:
+                lo, hi = -(14.0 + wr * mu), 14.0 + wr * mu + mu
+            else:
+                xp = _add_peak(-wr, q, mu, lq, l1q)
+                lo, hi = xp - 14.0 - math.sqrt(2 * _SPAN), xp + 14.0 + math.sqrt(2 * _SPAN)
+            step = (hi - lo) / 600
+            x = lo + step * np.arange(601)
+            fx = -0.5 * x * x + wr * np.logaddexp(l1q, lq + mu * x - 0.5 * mu * mu)
+            inside = x[fx > fx.max() - _SPAN]
+            width, top = m._window(wr)
+            tol = 1e-12 * width
+            assert top >= inside[-1] + 2 * step - tol, (q, sigma, wr)
+            assert top - width <= inside[0] - 2 * step + tol, (q, sigma, wr)
+            assert width <= inside[-1] - inside[0] + 4 * step + tol  # (not looser than the rule)
+
+
 @pytest.mark.parametrize("sigma", [10.0, 1.1, 0.2, 0.05])
 @pytest.mark.parametrize("q", [1e-3, 0.3])
 def test_cost_hint_grows_with_the_quadrature_work(sigma, q):
