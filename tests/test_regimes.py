@@ -15,6 +15,7 @@ import warnings
 import pytest
 
 from accountant import AccuracyWarning, PrivacyAccountant, calibrate_sigma, max_sample_rate, max_steps
+from accountant.routes import CharacteristicFunctionRoute
 
 # (q, sigma, T, delta, reference eps) from the near-atomic reference table (add/remove: max of both
 # directions)
@@ -40,8 +41,10 @@ def test_near_atomic_brackets_contain_the_reference_and_are_narrow(q, sigma, ste
     assert width <= 1e-3 * c.epsilon or (c.epsilon < 0.1 and width <= 1e-4)
     if steps == 1:  # one step: the closed form (conversions.poisson_gaussian_dp), a few ulps wide
         assert c.method == "exact" and width <= 1e-10 * c.epsilon
-    else:
+    elif steps < CharacteristicFunctionRoute.SPLIT_FIRST_STEPS:  # few steps: the PLD first
         assert c.method == "pld" and "cf deferred" in c.details["route_notes"]
+    else:  # the contour's near-atomic split at once, far narrower than the PLD's 1e-3 target
+        assert c.method == "cf" and c.details.get("split") and width <= 1e-4 * c.epsilon
 
 
 def test_contour_regime_keeps_the_contour_and_the_spec_value():

@@ -19,9 +19,10 @@ from conversions import pld, split
 from conversions.contour_terms import query_clock
 from mechanisms.subsampled import SubsampledGaussian
 
-# auto defers the contour (few steps at a small rate), runs the discretised PLD (several passes) and
-# re-runs the contour: ~1-3 s unlimited; a first PLD pass alone takes ~0.1-0.3 s
-SETTING = {"sigma": 0.8, "sample_rate": 1e-3, "steps": 100}
+# auto defers the contour (few steps at a small rate: fewer than the split-first threshold), runs the
+# discretised PLD (several passes) and re-runs the contour: ~1-3 s unlimited; a first PLD pass alone
+# takes ~0.1-0.3 s
+SETTING = {"sigma": 0.8, "sample_rate": 1e-3, "steps": 99}
 DELTA = 1e-5
 
 
@@ -35,6 +36,9 @@ def _query(time_limit, method="auto"):
 
 @pytest.fixture(scope="module")
 def unlimited():
+    from accountant.routes import CharacteristicFunctionRoute
+
+    assert SETTING["steps"] < CharacteristicFunctionRoute.SPLIT_FIRST_STEPS  # (the deferral scenario)
     cert, warned = _query(None)
     assert not warned and "time_limit" not in cert.details
     return cert
@@ -107,7 +111,8 @@ def test_split_with_a_passed_deadline_answers_and_stops_refining():
 def test_cli_time_limit(capsys):
     from accountant.cli import main
 
-    argv = ["dpsgd", "--sigma", "0.8", "--sample-rate", "1e-3", "--steps", "100", "--delta", "1e-5", "--json"]
+    argv = ["dpsgd", "--sigma", str(SETTING["sigma"]), "--sample-rate", str(SETTING["sample_rate"]),
+            "--steps", str(SETTING["steps"]), "--delta", str(DELTA), "--json"]
     assert main([*argv, "--time-limit", "-1"]) == 2
     assert "--time-limit" in capsys.readouterr().err
     # 0 = no limit: the certificate is the unlimited one, with no time-limit flag
