@@ -200,11 +200,11 @@ def _weighted_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span):  # prag
 
 @njit(cache=True)
 def sg_window(wr, q, mu, lo, hi, xcut, tau, part, span):  # pragma: no cover - compiled
-    """(a, b) of :func:`_mgf_window`: the x-window the MGF kernels integrate for Re w = wr and search
-    range [lo, hi] (a split part's ``_weighted_window`` for ``part`` >= 0, else the unsplit coarse scan),
-    for the cost hints (``SubsampledGaussian._window``, ``SubsampledGaussianPart._part_window``)."""
-    _, a, b = _mgf_window(wr, q, mu, math.log(q), math.log1p(-q), lo, hi, xcut, tau, part, span)
-    return a, b
+    """(fmax, a, b) of :func:`_mgf_window`: the exponent's maximum and the x-window the MGF kernels
+    integrate for Re w = wr and search range [lo, hi] (a split part's ``_weighted_window`` for ``part``
+    >= 0, else the unsplit coarse scan), for the cost hints (``SubsampledGaussian._window``,
+    ``SubsampledGaussianPart._part_window``) and :func:`sg_log_mgf_in_window`."""
+    return _mgf_window(wr, q, mu, math.log(q), math.log1p(-q), lo, hi, xcut, tau, part, span)
 
 
 @njit(**_HELPER)
@@ -238,7 +238,6 @@ def sg_log_mgf(s_re, s_im, q, mu, add, dx_max, span, xcut, tau, part, out_re, ou
     n = s_re.shape[0]
     lq = math.log(q)
     l1q = math.log1p(-q)
-    half_log_2pi = 0.5 * math.log(2.0 * math.pi)
     for j in range(n):
         if add:
             wr = -s_re[j]
@@ -250,29 +249,44 @@ def sg_log_mgf(s_re, s_im, q, mu, add, dx_max, span, xcut, tau, part, out_re, ou
         # the exponent is concave with curvature <= -1, so a window around its peak suffices)
         lo, hi = _search_range(wr, q, mu, lq, l1q, span)
         fmax, a, b = _mgf_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span)
-        dx = _part_step(wi, wr, q, mu, lq, l1q, b, dx_max, tau, part)
-        m = math.ceil((b - a) / dx)
-        if m < 64:
-            m = 64
-        dx = (b - a) / m
-        acc_re = 0.0
-        acc_im = 0.0
-        for i in range(m + 1):
-            x = a + i * dx
-            ell = _ell(x, q, mu, lq, l1q)
-            f = -0.5 * x * x + wr * ell - fmax
-            if part >= 0:
-                f += split_log_weight(x, xcut, tau, part)
-            mag = math.exp(f)
-            ph = wi * ell
-            wgt = 0.5 if (i == 0 or i == m) else 1.0
-            acc_re += wgt * mag * math.cos(ph)
-            acc_im += wgt * mag * math.sin(ph)
-        acc_re *= dx
-        acc_im *= dx
-        modulus = math.sqrt(acc_re * acc_re + acc_im * acc_im)
-        out_re[j] = math.log(modulus) + fmax - half_log_2pi
-        out_im[j] = math.atan2(acc_im, acc_re)
+        out_re[j], out_im[j] = _integrate(wr, wi, q, mu, lq, l1q, fmax, a, b, dx_max, xcut, tau, part)
+
+
+@njit(**_HELPER)
+def _integrate(wr, wi, q, mu, lq, l1q, fmax, a, b, dx_max, xcut, tau, part):  # pragma: no cover - compiled
+    """(Re, Im) of log E[exp(w l(x))] (times the split weight for ``part`` >= 0) by ``sg_log_mgf``'s
+    trapezoid rule on the window [a, b], fmax the real exponent's maximum there (its scale)."""
+    dx = _part_step(wi, wr, q, mu, lq, l1q, b, dx_max, tau, part)
+    m = math.ceil((b - a) / dx)
+    if m < 64:
+        m = 64
+    dx = (b - a) / m
+    acc_re = 0.0
+    acc_im = 0.0
+    for i in range(m + 1):
+        x = a + i * dx
+        ell = _ell(x, q, mu, lq, l1q)
+        f = -0.5 * x * x + wr * ell - fmax
+        if part >= 0:
+            f += split_log_weight(x, xcut, tau, part)
+        mag = math.exp(f)
+        ph = wi * ell
+        wgt = 0.5 if (i == 0 or i == m) else 1.0
+        acc_re += wgt * mag * math.cos(ph)
+        acc_im += wgt * mag * math.sin(ph)
+    acc_re *= dx
+    acc_im *= dx
+    modulus = math.sqrt(acc_re * acc_re + acc_im * acc_im)
+    return math.log(modulus) + fmax - 0.5 * math.log(2.0 * math.pi), math.atan2(acc_im, acc_re)
+
+
+@njit(cache=True)
+def sg_log_mgf_in_window(c, q, mu, add, dx_max, fmax, a, b, xcut, tau, part):  # pragma: no cover - compiled
+    """``sg_log_mgf`` at one real point s = c (the real part of its log) on a window (fmax, a, b) already
+    found by :func:`sg_window` for this c (w = c + 1, or -c for add): the same value, without the scan."""
+    wr = -c if add else c + 1.0
+    re, _ = _integrate(wr, 0.0, q, mu, math.log(q), math.log1p(-q), fmax, a, b, dx_max, xcut, tau, part)
+    return re
 
 
 @njit(cache=True)  # (also called from Python: the cost hint of the add direction)

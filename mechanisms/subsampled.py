@@ -344,7 +344,7 @@ class SubsampledGaussian(Mechanism):
             xp = _add_peak(-wr, q, mu, lq, l1q)
             lo, hi = xp - 14.0 - math.sqrt(2.0 * _SPAN), xp + 14.0 + math.sqrt(2.0 * _SPAN)
         step = (hi - lo) / 600.0
-        a, b = sg_window(wr, q, mu, lo, hi, 0.0, 1.0, -1, _SPAN)
+        _, a, b = sg_window(wr, q, mu, lo, hi, 0.0, 1.0, -1, _SPAN)
         if not (math.isfinite(a) and math.isfinite(b) and a < b):
             return hi - lo + 4.0 * step, hi + 2.0 * step  # (float trouble: the whole coarse range)
         return (b - a) + 2.0 * step, b + step

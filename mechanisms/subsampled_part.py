@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._poisson_kernels import _add_peak, sg_window
+from ._poisson_kernels import _add_peak, sg_log_mgf_in_window, sg_window
 from .base import Mechanism, as_complex_array, check_direction
 from .subsampled import (
     _OP_CF,
@@ -193,14 +193,14 @@ class SubsampledGaussianPart(Mechanism):
 
     def _part_window(self, wr: float, lo: float, hi: float, span: float) -> tuple[float, float]:
         """The x-window [a, b] that the kernels integrate for Re w = wr, coarse range [lo, hi] and
-        ``span``: ``_weighted_window`` itself (through ``sg_window``).  Memoised."""
+        ``span``: ``_weighted_window`` itself (through ``sg_window``).  Memoised with the exponent's
+        maximum, so that :meth:`log_mgf_real` at that point integrates without scanning again."""
         key = ("window", wr, lo, hi, span)
         got = self._real.get(key)
         if got is None:
-            got = self._real[key] = sg_window(wr, self.sample_rate, self.mu, lo, hi,
-                                                       float(self.x_cut), float(self.tau), int(self.part),
-                                                       span)
-        return got
+            got = self._real[key] = sg_window(wr, self.sample_rate, self.mu, lo, hi, float(self.x_cut),
+                                              float(self.tau), int(self.part), span)
+        return got[1], got[2]
 
     def _env_dx(self) -> float:
         return min(0.004, 0.04 / self.mu, self.tau / 16.0)
@@ -265,7 +265,16 @@ class SubsampledGaussianPart(Mechanism):
         v = self._real.get(key)
         if v is None:
             check_direction(direction)
-            v = self._real[key] = sg_log_mgf_real(c, self._kernel_args(direction))
+            args = self._kernel_args(direction)
+            # the work meter's cost bound usually measured this point's window already (_part_window):
+            # then only the integration runs (the kernel's own scan would find the same window)
+            wr = -float(c) if direction == "add" else float(c) + 1.0
+            win = self._real.get(("window", wr, *self._mgf_range(wr), _SPAN)) if c >= 0.0 else None
+            if win is None:
+                v = sg_log_mgf_real(c, args)
+            else:
+                v = sg_log_mgf_in_window(float(c), *args[:4], *win, *args[5:])
+            self._real[key] = v
         return v
 
     def mass(self, direction: str = "remove") -> float:
