@@ -59,6 +59,29 @@ def test_contour_regime_keeps_the_contour_and_the_spec_value():
     assert 3.30336 < c.lower_bound
 
 
+def test_full_batch_chain_contains_the_gdp_closed_form_above_the_peer():
+    """q = 1, sigma = 5, T = 1e6, delta = 1e-10: the composition is the Gaussian mechanism with
+    mu = sqrt(T) / sigma = 200, whose delta(eps) = Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu) is
+    inverted here in mpmath (60 digits).  The certified bracket holds that eps; dp-accounting's
+    pessimistic PLD at grid 1e-4 gives 21267.3767560885 there (the regimes sweep's peer run), where
+    the closed form's delta is 1.14e-10 > 1e-10: below our certified lower bound, i.e. not an upper
+    bound (the peer's failure, confirmed by the independent value)."""
+    import mpmath as mp
+
+    c = _cert(1.0, 5.0, 10**6, 1e-10)
+    with mp.workdps(60):
+        mu = mp.sqrt(10**6) / 5
+
+        def delta(eps):
+            return mp.ncdf(mu / 2 - eps / mu) - mp.exp(eps) * mp.ncdf(-mu / 2 - eps / mu)
+
+        truth = mp.findroot(lambda e: delta(e) - mp.mpf("1e-10"), 21271)
+        assert delta(mp.mpf("21267.3767560885")) > mp.mpf("1.1e-10")
+    assert c.lower_bound <= float(truth) <= c.epsilon
+    assert c.epsilon - c.lower_bound <= 1e-8 * c.epsilon
+    assert 21267.3767560885 < c.lower_bound
+
+
 def test_certified_eps_is_monotone_in_steps_rate_and_noise():
     eps_t = [_cert(0.01, 1.1, t, 1e-5).epsilon for t in (1, 2, 3, 5, 8, 13, 20, 50, 200, 1000)]
     assert all(a <= b for a, b in zip(eps_t, eps_t[1:], strict=False))
