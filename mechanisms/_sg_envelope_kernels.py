@@ -23,8 +23,8 @@ def sg_envelope_constants(c, q, mu, add, dx, xcut, tau, part, bins, hist,
     """Constants of a rigorous decay bound on |M(c + it)| / M(c) for the subsampled Gaussian, and the
     histogram of the tilted loss law behind its curvature bands.
 
-    Returns (log M(c), TV, V, gmax, mass, u_lo, b, x_first, x_last, half) where, with nu the
-    e^{cL}-tilted loss law normalised to mass 1,
+    Returns (log M(c), TV, V, gmax, mass, u_lo, b, x_first, x_last) where, with nu the e^{cL}-tilted
+    loss law normalised to mass 1,
     * TV = total variation of the tilted density (un-normalised), so |M(c+it)| <= TV / |t|;
     * V = a lower bound on E[(X - X')^2; |X - X'| <= r] for X, X' iid ~ nu, with r = pi / t_max and
       t_max = 2 TV / M(c); since 1 - cos y >= 2 y^2 / pi^2 on |y| <= pi,
@@ -123,7 +123,7 @@ def sg_envelope_constants(c, q, mu, add, dx, xcut, tau, part, bins, hist,
     log_mc = gmax + math.log(mass)
     tv_norm = tv / mass  # TV / M(c)
     if not math.isfinite(tv_norm):
-        return log_mc, tv_norm, 0.0, gmax, mass, u_lo, 1.0, x_first, x_last, 0.0
+        return log_mc, tv_norm, 0.0, gmax, mass, u_lo, 1.0, x_first, x_last
     t_max = 2.0 * tv_norm
     r = math.pi / t_max
     # bins of width r/64 in a window around the median loss (dropping pairs only lowers V)
@@ -144,15 +144,11 @@ def sg_envelope_constants(c, q, mu, add, dx, xcut, tau, part, bins, hist,
             break
     b = r / 64.0
     umin = umed - 0.5 * nbins * b
-    # a node's mass stands for the law over [x - dx/2, x + dx/2], whose loss lies within
-    # off = u'(x + dx/2) dx/2 of the node's (|u'| = mu sigmoid(y) increases with x); ``spread`` keeps the
-    # largest such offset per bin
-    spread = np.zeros(nbins)
     for i in range(m + 1):
-        x = lo + i * dx
         if cached:
             ell = ell_c[i]
         else:
+            x = lo + i * dx
             ell = _ell(x, q, mu, lq, l1q)
         u = -ell if add else ell
         kf = (u - umin) / b
@@ -162,14 +158,8 @@ def sg_envelope_constants(c, q, mu, add, dx, xcut, tau, part, bins, hist,
             else:
                 g = math.exp(-0.5 * x * x - half_log_2pi + wr * ell - gmax
                              + split_log_weight(x, xcut, tau, part))
-            k = math.trunc(kf)
-            bins[k] += g * dx / mass
-            y = lq + mu * (x + 0.5 * dx) - 0.5 * mu * mu - l1q
-            off = 0.5 * dx * mu / (1.0 + math.exp(-y)) if y > -700 else 0.0
-            if off > spread[k]:
-                spread[k] = off
-    # a pair of bins i, i + d holds masses (d - 1) b - s to (d + 1) b + s apart, s = spread[i] +
-    # spread[i + d]: V >= sum over pairs with (d + 1) b + s <= r of ((d - 1) b - s)^2 m_i m_j
+            bins[math.trunc(kf)] += g * dx / mass
+    # V >= sum over bin pairs at index distance d with (d + 1) b <= r of ((d - 1) b)^2 m_i m_j
     first = 0
     while first < nbins and bins[first] == 0.0:
         first += 1
@@ -180,13 +170,10 @@ def sg_envelope_constants(c, q, mu, add, dx, xcut, tau, part, bins, hist,
     for d in range(2, 64):
         acc = 0.0
         for i in range(first, last + 1 - d):
-            sp = spread[i] + spread[i + d]
-            near = (d - 1) * b - sp
-            if near > 0.0 and (d + 1) * b + sp <= r:
-                acc += bins[i] * bins[i + d] * near * near
-        v += 2.0 * acc
-    bh, half = _loss_histogram(c, q, mu, add, dx, gmax, u_lo, u_hi, x_first, x_last, xcut, tau, part, hist)
-    return log_mc, tv_norm, v, gmax, mass, u_lo, bh, x_first, x_last, half
+            acc += bins[i] * bins[i + d]
+        v += 2.0 * acc * ((d - 1) * b) ** 2
+    bh = _loss_histogram(c, q, mu, add, dx, gmax, u_lo, u_hi, x_first, x_last, xcut, tau, part, hist)
+    return log_mc, tv_norm, v, gmax, mass, u_lo, bh, x_first, x_last
 
 
 @njit(**_HELPER)
@@ -194,8 +181,7 @@ def _loss_histogram(c, q, mu, add, dx, gmax, umin, umax, x_first, x_last, xcut, 
     # pragma: no cover - compiled
     """Histogram of the e^{cL}-tilted loss law of the subsampled Gaussian (or of a split part, ``part``
     >= 0) on len(hist) equal bins of [umin, umax], added to ``hist``; returns the bin width b (1 when
-    the range is empty) and ``half``, the largest half-span in u of a kept cell (<= b / 2: every cell's
-    loss lies within ``half`` of its midpoint's bin).
+    the range is empty).
 
     Takes the scale ``gmax`` and x range [x_first, x_last] of :func:`sg_envelope_constants` (same c, q,
     mu, add, dx): u = the loss (remove) or its negative (add).  Cells of an x-grid whose step is
@@ -210,8 +196,7 @@ def _loss_histogram(c, q, mu, add, dx, gmax, umin, umax, x_first, x_last, xcut, 
     nb = hist.shape[0]
     b = (umax - umin) / nb
     if not b > 0.0:
-        return 1.0, 0.0
-    half = 0.0  # the largest half-span in u of a kept cell (<= b / 2)
+        return 1.0
     # walk the x-range where the tilted density matters (+- one grid step).  u'(x) = mu sigmoid(y),
     # y = log q + mu x - mu^2/2 - log(1 - q), increases with x: a cell [x, x + h] spans at most
     # u'(x + h) h in u, and h makes u'(x) h <= b/2 (the slope at a cell's end is its successor's start)
@@ -231,16 +216,13 @@ def _loss_histogram(c, q, mu, add, dx, gmax, umin, umax, x_first, x_last, xcut, 
             k = math.trunc((u - umin) / b)
             if 0 <= k < nb:
                 hist[k] += math.exp(lg) * h
-                if 0.5 * slope_end * h > half:
-                    half = 0.5 * slope_end * h
         slope = slope_end
-    return b, half
+    return b
 
 
 @njit(cache=True)
 def sg_loss_histogram(c, q, mu, add, dx, gmax, umin, umax, x_first, x_last, xcut, tau, part, hist):
     # pragma: no cover - compiled
     """:func:`_loss_histogram` callable from Python (a second histogram over a sub-window of the loss,
-    e.g. a split part's bulk): fills ``hist`` (zeros on entry), returns the bin width and the largest
-    half-span of a cell."""
+    e.g. a split part's bulk): fills ``hist`` (zeros on entry), returns the bin width."""
     return _loss_histogram(c, q, mu, add, dx, gmax, umin, umax, x_first, x_last, xcut, tau, part, hist)

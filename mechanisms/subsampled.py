@@ -61,16 +61,14 @@ _SPAN = 80.0  # the MGF integrand is dropped where it is below e^{-80} times its
 _OP_LW, _OP_CF, _OP_EXP, _OP_CS, _OP_ROT = 1.1, 11.0, 0.15, 0.25, 0.04
 
 
-def _curvature_bands(u_min: float, b: float, hist: np.ndarray, total: float, t_max: float,
-                     half: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+def _curvature_bands(u_min: float, b: float, hist: np.ndarray, total: float,
+                     t_max: float) -> tuple[np.ndarray, np.ndarray]:
     """Band edges t_0 < ... < t_K = t_max and V_k <= E[(X - X')^2; |X - X'| <= pi / t_k] (X, X' iid).
 
-    From a histogram with bin width b whose masses lie within ``half`` of their bin (cells placed at
-    their midpoint's bin, ``_loss_histogram``): a pair of bins at index distance d holds masses
-    (d - 1) b - 2 half to (d + 1) b + 2 half apart, so
-    V(r) >= 2 sum_{(d + 1) b + 2 half <= r} ((d - 1) b - 2 half)_+^2 P(d) with P the autocorrelation
-    of the normalised masses (FFT; its rounding error is subtracted).  V_k holds for every t <= t_k;
-    band 0 (t <= t_0) covers all pairs.
+    From a histogram with bin width b: a pair of bins at index distance d is at distance in
+    [(d - 1) b, (d + 1) b], so V(r) >= 2 sum_{2 <= d, (d + 1) b <= r} ((d - 1) b)^2 P(d) with P the
+    autocorrelation of the normalised masses (FFT; its rounding error is subtracted).  V_k holds for
+    every t <= t_k; band 0 (t <= t_0) covers all pairs.
     """
     n = hist.size
     p = hist / max(total, float(hist.sum()), 1e-300)
@@ -78,14 +76,14 @@ def _curvature_bands(u_min: float, b: float, hist: np.ndarray, total: float, t_m
     ac = np.fft.irfft(f * np.conj(f), 2 * n)[:n]
     ac = np.maximum(ac - 1e-13 * math.log2(2 * n), 0.0)
     d = np.arange(n, dtype=float)
-    w = np.maximum((d - 1.0) * b - 2.0 * half, 0.0) ** 2
+    w = np.where(d >= 2, ((d - 1.0) * b) ** 2, 0.0)
     cum = 2.0 * np.cumsum(w * ac)
-    t_full = math.pi / ((n + 1) * b + 2.0 * half)  # r = pi / t_full covers every pair
+    t_full = math.pi / ((n + 1) * b)  # r = pi / t_full covers every pair
     edges = [t_max]
     while edges[-1] > t_full and len(edges) < 80:
         edges.append(edges[-1] / math.sqrt(2.0))
     edges = np.array(edges[::-1])
-    dmax = np.floor((math.pi / edges - 2.0 * half) / b) - 1.0
+    dmax = np.floor(math.pi / edges / b) - 1.0
     idx = np.minimum(dmax, n - 1).astype(np.int64)
     v = np.where(dmax >= 2, cum[np.maximum(idx, 0)], 0.0)
     return edges, v
@@ -182,7 +180,7 @@ def sg_envelope(c: float, q: float, mu: float, add: bool, dx: float, xcut: float
     with ``part`` >= 0, for one part of its split P-measure (see :class:`SubsampledGaussian`'s
     ``log_envelope_fn`` for the bound; the same construction on the part's weighted density)."""
     hist = np.zeros(1 << 13)
-    log_mc, tv_norm, v_fine, gmax, total, u_min, b, x_first, x_last, half = sg_envelope_constants(
+    log_mc, tv_norm, v_fine, gmax, total, u_min, b, x_first, x_last = sg_envelope_constants(
         c, q, mu, add, dx, xcut, tau, part, np.zeros(1 << 14), hist)
     if not math.isfinite(tv_norm):
         # the loss density's total variation overflowed (tiny sigma: the density in the loss variable
@@ -192,7 +190,7 @@ def sg_envelope(c: float, q: float, mu: float, add: bool, dx: float, xcut: float
         v_fine = 0.0  # V >= 0 always holds (a smaller V only weakens the bound)
     tv_norm *= 1.1
     t_max = 2.0 * tv_norm / 1.1
-    edges, v_band = _curvature_bands(u_min, b, hist, total, t_max, half)
+    edges, v_band = _curvature_bands(u_min, b, hist, total, t_max)
     if part >= 0:
         # a split part's tilted law can hold its bulk in a few bins of the full-range histogram (a
         # narrow core next to a tail reaching the cut): a second, fine histogram over the bulk's window
@@ -204,10 +202,9 @@ def sg_envelope(c: float, q: float, mu: float, add: bool, dx: float, xcut: float
             x_a, x_b = max(x_first, xs[0] - dx), min(x_last, xs[1] + dx)
             if x_a < x_b:
                 fine = np.zeros(1 << 13)
-                b_fine, half_fine = sg_loss_histogram(c, q, mu, add, dx, gmax, *window, x_a, x_b, xcut, tau,
-                                                      part, fine)
-                edges, v_band = _merge_bands(edges, v_band, *_curvature_bands(window[0], b_fine, fine, total,
-                                                                              t_max, half_fine))
+                b_fine = sg_loss_histogram(c, q, mu, add, dx, gmax, *window, x_a, x_b, xcut, tau, part, fine)
+                edges, v_band = _merge_bands(edges, v_band,
+                                             *_curvature_bands(window[0], b_fine, fine, total, t_max))
     v_band = 0.9 * np.maximum(v_band, v_fine)
     with np.errstate(over="ignore", invalid="ignore"):  # t^2 V beyond float range: near bound 0
         curv = np.where(v_band > 0.0, np.r_[0.0, edges[:-1]] ** 2 * v_band, 0.0)

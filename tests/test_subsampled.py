@@ -492,27 +492,6 @@ def test_envelope_bounds_the_mgf_and_is_not_weak(q, sigma, direction):
             assert env(3.0) - lmc <= 0.25 * true3
 
 
-def test_curvature_bands_allow_for_the_masses_spread_around_their_bins():
-    """The curvature bound V(r) <= E[(X - X')^2; |X - X'| <= r] from a histogram whose masses lie within
-    ``half`` of their bins (cells placed at their midpoint's bin): two masses m0, m1 in bins at index
-    distance d may be as close as (d - 1) b - 2 half and as far as (d + 1) b + 2 half, so the largest
-    valid bound, worked out by hand, is 2 m0 m1 ((d - 1) b - 2 half)^2 once (d + 1) b + 2 half <= r,
-    else 0 (and 0 whenever (d - 1) b <= 2 half: the masses may coincide)."""
-    from mechanisms.subsampled import _curvature_bands
-
-    b, m0, m1 = 0.01, 0.3, 0.7
-    for d, half in ((2, 0.0), (2, 0.5 * b), (3, 0.25 * b), (5, 0.5 * b), (9, 0.1 * b)):
-        hist = np.zeros(64)
-        hist[10], hist[10 + d] = m0, m1
-        edges, v = _curvature_bands(0.0, b, hist, 1.0, 2000.0, half)
-        for t, vk in zip(edges, v, strict=True):
-            r = math.pi / t
-            near = (d - 1) * b - 2 * half
-            want = 2 * m0 * m1 * near**2 if (near > 0 and (d + 1) * b + 2 * half <= r) else 0.0
-            assert vk <= want * (1 + 1e-9) + 1e-15, (d, half, t, vk, want)
-            assert vk >= want * (1 - 1e-9) - 1e-12, (d, half, t, vk, want)  # (and not weaker)
-
-
 @pytest.mark.parametrize("part,xcut,tau", [(-1, 0.0, 1.0), (0, 1.5, 0.3), (1, 1.5, 0.3)])
 @pytest.mark.parametrize("add", [False, True])
 def test_envelope_constants_cached_passes_equal_streaming(part, xcut, tau, add):
