@@ -492,6 +492,34 @@ def test_envelope_bounds_the_mgf_and_is_not_weak(q, sigma, direction):
             assert env(3.0) - lmc <= 0.25 * true3
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2])
+def test_envelope_bounds_the_mgf_on_random_settings(seed):
+    """The decay envelope of the subsampled Gaussian and of its split parts never falls below log|M|
+    (by the quadrature, itself checked against mpmath in this file and in test_split.py) on random
+    settings: q in [1e-5, 0.8], sigma in [0.3, 5], c in [0.1, 20], both directions, parts with cuts in
+    [-1, 4] and tau down to 0.05; t from 0.01 to 3000, each against |M| at t x (1, 1.01, 1.1, 1.5, 2, 4).
+    A property test for the curvature bound, whose histogram masses are placed at their cells' midpoint
+    bins (the margins absorb that; the session note of 2026-11-28 explains why it is not yet proven)."""
+    from mechanisms.subsampled_part import SubsampledGaussianPart
+
+    rng = np.random.default_rng(seed)
+    ts = np.geomspace(0.01, 3000.0, 40)
+    for _ in range(40):
+        q, sigma = 10 ** rng.uniform(-5, -0.1), 10 ** rng.uniform(-0.5, 0.7)
+        c, direction = 10 ** rng.uniform(-1, 1.3), ("remove", "add")[int(rng.integers(0, 2))]
+        if rng.random() < 0.5:
+            m = SubsampledGaussian(sigma=sigma, sample_rate=q)
+        else:
+            cut, tau = float(rng.uniform(-1, 4)), float(10 ** rng.uniform(-1.3, 0.3))
+            m = SubsampledGaussianPart(sigma, q, 1.0, cut, tau, int(rng.integers(0, 2)))
+        env = m.log_envelope_fn(c, direction)
+        for t in ts:
+            true = float(np.max(m.log_mgf(c + 1j * t * np.array([1.0, 1.01, 1.1, 1.5, 2.0, 4.0]),
+                                          direction).real))
+            assert true <= float(env(t)) + 1e-12, (type(m).__name__, q, sigma, c, direction, t)
+
+
 @pytest.mark.parametrize("part,xcut,tau", [(-1, 0.0, 1.0), (0, 1.5, 0.3), (1, 1.5, 0.3)])
 @pytest.mark.parametrize("add", [False, True])
 def test_envelope_constants_cached_passes_equal_streaming(part, xcut, tau, add):
