@@ -219,6 +219,14 @@ def _search_range(wr, q, mu, lq, l1q, span):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
+def sg_search_range(wr, q, mu, span):  # pragma: no cover - compiled
+    """:func:`_search_range` callable from Python: the coarse range the MGF kernels scan for Re w = wr,
+    for the cost hints (``SubsampledGaussian._window``, ``SubsampledGaussianPart._mgf_range``) and the
+    windows memoised for :func:`sg_log_mgf_in_window` (the kernels' own range, bit for bit)."""
+    return _search_range(wr, q, mu, math.log(q), math.log1p(-q), span)
+
+
+@njit(cache=True)
 def sg_log_mgf(s_re, s_im, q, mu, add, dx_max, span, xcut, tau, part, out_re, out_im):
     # pragma: no cover - compiled
     """log E_{x~N(0,1)}[exp(w l(x))] for w = s + 1 (remove) or w = -s (add), s = s_re + i s_im, written

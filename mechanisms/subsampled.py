@@ -42,7 +42,13 @@ import numpy as np
 
 from . import validation as V
 from ._numerics import log_expm1_float
-from ._poisson_kernels import _add_peak, poisson_rdp_int, sg_line_log_mgf, sg_log_mgf, sg_window
+from ._poisson_kernels import (
+    poisson_rdp_int,
+    sg_line_log_mgf,
+    sg_log_mgf,
+    sg_search_range,
+    sg_window,
+)
 from ._sg_envelope_kernels import sg_envelope_constants, sg_loss_histogram
 from .base import Mechanism, as_complex_array, check_direction
 from .registry import register
@@ -337,12 +343,7 @@ class SubsampledGaussian(Mechanism):
         0 for wr > 0, around the add peak for wr <= 0), measured by the kernel's own scan
         (``sg_window``: one coarse step each side), plus one more coarse step each side (margin)."""
         q, mu = self.sample_rate, self.mu
-        lq, l1q = math.log(q), math.log1p(-q)
-        if wr > 0.0:
-            lo, hi = -(14.0 + wr * mu), 14.0 + wr * mu + mu
-        else:
-            xp = _add_peak(-wr, q, mu, lq, l1q)
-            lo, hi = xp - 14.0 - math.sqrt(2.0 * _SPAN), xp + 14.0 + math.sqrt(2.0 * _SPAN)
+        lo, hi = sg_search_range(wr, q, mu, _SPAN)
         step = (hi - lo) / 600.0
         _, a, b = sg_window(wr, q, mu, lo, hi, 0.0, 1.0, -1, _SPAN)
         if not (math.isfinite(a) and math.isfinite(b) and a < b):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._poisson_kernels import _add_peak, sg_log_mgf_in_window, sg_window
+from ._poisson_kernels import _add_peak, sg_log_mgf_in_window, sg_search_range, sg_window
 from .base import Mechanism, as_complex_array, check_direction
 from .subsampled import (
     _OP_CF,
@@ -185,11 +185,7 @@ class SubsampledGaussianPart(Mechanism):
 
     def _mgf_range(self, wr: float) -> tuple[float, float]:
         """The coarse scan range of the MGF kernels for Re w = wr (around the add peak for wr <= 0)."""
-        if wr <= 0.0:
-            q = self.sample_rate
-            xp = _add_peak(-wr, q, self.mu, math.log(q), math.log1p(-q))
-            return xp - 14.0 - math.sqrt(2.0 * _SPAN), xp + 14.0 + math.sqrt(2.0 * _SPAN)
-        return -(14.0 + wr * self.mu), 14.0 + wr * self.mu + self.mu
+        return sg_search_range(wr, self.sample_rate, self.mu, _SPAN)
 
     def _part_window(self, wr: float, lo: float, hi: float, span: float) -> tuple[float, float]:
         """The x-window [a, b] that the kernels integrate for Re w = wr, coarse range [lo, hi] and

@@ -613,7 +613,8 @@ def test_cost_hint_window_covers_the_coarse_scan():
     """``SubsampledGaussian._window`` (the kernel's own scan, for the cost hint) against the coarse scan
     rewritten with numpy: the window [top - width, top] holds every coarse point within the span of the
     maximum, with its step of margin each side plus one more (to 1e-12 of the width)."""
-    from mechanisms.subsampled import _SPAN, _add_peak
+    from mechanisms._poisson_kernels import _add_peak
+    from mechanisms.subsampled import _SPAN
 
     for q, sigma in ((1e-4, 1.0), (0.01, 0.3), (0.3, 2.0), (0.9, 0.05)):
         m = SubsampledGaussian(sigma=sigma, sample_rate=q)
