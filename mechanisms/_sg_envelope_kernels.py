@@ -12,6 +12,7 @@ import math
 import numpy as np
 from numba import njit
 
+from ._numerics import log_expm1_scalar as _log_expm1
 from ._poisson_kernels import _HELPER, _add_peak, _ell, _weighted_window, split_log_weight
 
 _CACHE_POINTS = 1 << 22  # grid points whose per-point values the envelope constants keep (3 x 32 MB)
@@ -33,12 +34,13 @@ def sg_envelope_constants(c, q, mu, add, dx, xcut, tau, part, bins, hist,
       from u_lo (:func:`_loss_histogram` over [u_lo, u_hi] and [x_first, x_last], the loss and x ranges
       where the tilted density exceeds e^{-40} of its maximum ``gmax``); ``mass`` (same scale) is its
       normaliser.
-    Masses come from a fine trapezoid grid of step ``dx`` (the caller applies safety factors); ``bins``
-    (zeros on entry) is the work array of the fine bins of V.  When TV is not finite the histogram is
-    not built (the caller keeps only the trivial bound).  ``part`` >= 0: the same for the split part's
-    weighted density (``sg_log_mgf``); ``part`` = -1: no split.  Grids of at most ``cache_points``
-    points keep their per-point values between the passes (the same results bit for bit; a test
-    compares both paths).
+    Mass and TV come from a fine trapezoid grid of step ``dx`` (the caller applies safety factors);
+    ``bins`` (zeros on entry) is the work array of the fine bins of V, filled like ``hist`` by the
+    bin-aligned walk of :func:`_loss_histogram` (every mass inside its bin).  When TV is not finite the
+    histogram is not built (the caller keeps only the trivial bound).  ``part`` >= 0: the same for the
+    split part's weighted density (``sg_log_mgf``); ``part`` = -1: no split.  Grids of at most
+    ``cache_points`` points keep their per-point values between the passes (the same results bit for
+    bit; a test compares both paths).
 
     The x-grid: the log density at x is -x^2/2 - log sqrt(2 pi) + w l(x) (+ the split weight) with
     w = c + 1 (remove) or -c (add), on lo + i dx, i = 0..m.
@@ -144,21 +146,10 @@ def sg_envelope_constants(c, q, mu, add, dx, xcut, tau, part, bins, hist,
             break
     b = r / 64.0
     umin = umed - 0.5 * nbins * b
-    for i in range(m + 1):
-        if cached:
-            ell = ell_c[i]
-        else:
-            x = lo + i * dx
-            ell = _ell(x, q, mu, lq, l1q)
-        u = -ell if add else ell
-        kf = (u - umin) / b
-        if 0.0 <= kf < nbins:
-            if cached:
-                g = base_c[i]
-            else:
-                g = math.exp(-0.5 * x * x - half_log_2pi + wr * ell - gmax
-                             + split_log_weight(x, xcut, tau, part))
-            bins[math.trunc(kf)] += g * dx / mass
+    # the bins' masses by the bin-aligned walk (each mass inside its bin; the grid's nodes would stand
+    # for cells whose loss can spread over several bins of this width)
+    _loss_histogram(c, q, mu, add, dx, gmax, umin, umin + nbins * b, x_first, x_last, xcut, tau, part, bins)
+    bins /= mass
     # V >= sum over bin pairs at index distance d with (d + 1) b <= r of ((d - 1) b)^2 m_i m_j
     first = 0
     while first < nbins and bins[first] == 0.0:
@@ -177,6 +168,16 @@ def sg_envelope_constants(c, q, mu, add, dx, xcut, tau, part, bins, hist,
 
 
 @njit(**_HELPER)
+def _x_of_u(u, add, q, mu, lq, l1q):  # pragma: no cover - compiled
+    """The output x where the loss (remove) or its negative (add) equals u: l(x) = log(1 - q + q e^{mu x -
+    mu^2/2}) inverted (-inf where l <= log(1 - q), which the loss never reaches)."""
+    d = (-u if add else u) - l1q
+    if not d > 0.0:
+        return -np.inf
+    return (l1q + _log_expm1(d) - lq) / mu + 0.5 * mu
+
+
+@njit(**_HELPER)
 def _loss_histogram(c, q, mu, add, dx, gmax, umin, umax, x_first, x_last, xcut, tau, part, hist):
     # pragma: no cover - compiled
     """Histogram of the e^{cL}-tilted loss law of the subsampled Gaussian (or of a split part, ``part``
@@ -184,10 +185,15 @@ def _loss_histogram(c, q, mu, add, dx, gmax, umin, umax, x_first, x_last, xcut, 
     the range is empty).
 
     Takes the scale ``gmax`` and x range [x_first, x_last] of :func:`sg_envelope_constants` (same c, q,
-    mu, add, dx): u = the loss (remove) or its negative (add).  Cells of an x-grid whose step is
-    shrunk so that each cell maps into one bin-width of u are placed at their midpoint's bin (cells
-    that may still be wider than a bin, by the slope at their end, are dropped: dropping mass only
-    lowers the curvature bound built on it).
+    mu, add, dx): u = the loss (remove) or its negative (add), monotone in x.  The walk is aligned to
+    the bins: the x-interval whose loss falls in bin k runs between the pre-images of the bin's edges
+    (closed form, :func:`_x_of_u`), and its mass (trapezoid rule on at most ``dx`` wide cells; at a
+    pre-image the loss is the edge's value, so its density costs one exp) goes to bin k only: every mass
+    lies inside its bin, the premise of the curvature bands (pairs of bins at index distance d are
+    (d - 1) b to (d + 1) b apart).  Densities below e^{-40} of ``gmax`` count as 0 (dropping mass only
+    lowers the curvature bound built on it); the pre-images' rounding (~1 ulp of x) and the trapezoid
+    rule's error (relative ~dx^2 |g''/g| / 12 per cell) are far inside the 10 % margin the caller takes
+    on V.
     """
     lq = math.log(q)
     l1q = math.log1p(-q)
@@ -197,27 +203,58 @@ def _loss_histogram(c, q, mu, add, dx, gmax, umin, umax, x_first, x_last, xcut, 
     b = (umax - umin) / nb
     if not b > 0.0:
         return 1.0
-    # walk the x-range where the tilted density matters (+- one grid step).  u'(x) = mu sigmoid(y),
-    # y = log q + mu x - mu^2/2 - log(1 - q), increases with x: a cell [x, x + h] spans at most
-    # u'(x + h) h in u, and h makes u'(x) h <= b/2 (the slope at a cell's end is its successor's start)
+    # walk the x-range where the tilted density matters (+- one grid step) in increasing x; u increases
+    # with x (remove) or decreases (add), so the bins are met in order k = k0, k0 + step, ...
     x = x_first - dx
-    y = lq + mu * x - 0.5 * mu * mu - l1q
-    slope = mu / (1.0 + math.exp(-y)) if y > -700 else 0.0
-    while x < x_last + dx:
-        h = dx if slope * dx <= 0.5 * b else 0.5 * b / slope
-        xm = x + 0.5 * h
-        x += h
-        y = lq + mu * x - 0.5 * mu * mu - l1q
-        slope_end = mu / (1.0 + math.exp(-y)) if y > -700 else 0.0
-        ell = _ell(xm, q, mu, lq, l1q)
-        lg = -0.5 * xm * xm - half_log_2pi + wr * ell - gmax + split_log_weight(xm, xcut, tau, part)
-        if lg > -40.0 and slope_end * h <= b:
-            u = -ell if add else ell
-            k = math.trunc((u - umin) / b)
-            if 0 <= k < nb:
-                hist[k] += math.exp(lg) * h
-        slope = slope_end
+    x_end = x_last + dx
+    step = -1 if add else 1
+    ell = _ell(x, q, mu, lq, l1q)
+    kf = math.floor(((-ell if add else ell) - umin) / b)
+    k = int(kf) if -1.0 <= kf <= nb else (-1 if kf < 0 else nb)
+    g = 0.0  # the density at x (needed once x is inside the histogram)
+    inside = False
+    while x < x_end:
+        if (k >= nb and not add) or (k < 0 and add):
+            break  # past the histogram: u only moves further away
+        # the pre-image of the bin's far edge (before the first bin: of the histogram's near end)
+        if add:
+            edge = umax if k >= nb else umin + k * b
+        else:
+            edge = umin if k < 0 else umin + (k + 1) * b
+        xe = _x_of_u(edge, add, q, mu, lq, l1q)
+        if 0 <= k < nb and xe > x:
+            if not inside:
+                g = _density(x, ell, wr, gmax, half_log_2pi, xcut, tau, part)
+                inside = True
+            stop = xe if xe < x_end else x_end
+            n = math.ceil((stop - x) / dx)
+            h = (stop - x) / n
+            acc = 0.5 * g
+            for j in range(1, n):
+                xj = x + j * h
+                acc += _density(xj, _ell(xj, q, mu, lq, l1q), wr, gmax, half_log_2pi, xcut, tau, part)
+            ell_stop = (-edge if add else edge) if stop == xe else _ell(stop, q, mu, lq, l1q)
+            g = _density(stop, ell_stop, wr, gmax, half_log_2pi, xcut, tau, part)
+            hist[k] += (acc + 0.5 * g) * h
+            x = stop
+        elif xe > x:
+            # before the histogram: jump to its near end, where the loss is the edge's value
+            x = xe if xe < x_end else x_end
+            ell = -edge if add else edge
+        if k < 0:
+            k = 0
+        elif k >= nb:
+            k = nb - 1
+        else:
+            k += step
     return b
+
+
+@njit(**_HELPER)
+def _density(x, ell, wr, gmax, half_log_2pi, xcut, tau, part):  # pragma: no cover - compiled
+    """The tilted density at x given its loss ``ell``, relative to e^{gmax} (0 below e^{-40})."""
+    lg = -0.5 * x * x - half_log_2pi + wr * ell - gmax + split_log_weight(x, xcut, tau, part)
+    return math.exp(lg) if lg > -40.0 else 0.0
 
 
 @njit(cache=True)

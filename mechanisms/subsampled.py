@@ -71,9 +71,10 @@ def _curvature_bands(u_min: float, b: float, hist: np.ndarray, total: float,
                      t_max: float) -> tuple[np.ndarray, np.ndarray]:
     """Band edges t_0 < ... < t_K = t_max and V_k <= E[(X - X')^2; |X - X'| <= pi / t_k] (X, X' iid).
 
-    From a histogram with bin width b: a pair of bins at index distance d is at distance in
-    [(d - 1) b, (d + 1) b], so V(r) >= 2 sum_{2 <= d, (d + 1) b <= r} ((d - 1) b)^2 P(d) with P the
-    autocorrelation of the normalised masses (FFT; its rounding error is subtracted).  V_k holds for
+    From a histogram with bin width b whose masses lie inside their bins (the envelope kernels' walk is
+    aligned to the bins): a pair of bins at index distance d is at distance in [(d - 1) b, (d + 1) b],
+    so V(r) >= 2 sum_{2 <= d, (d + 1) b <= r} ((d - 1) b)^2 P(d) with P the autocorrelation of the
+    normalised masses (FFT; its rounding error is subtracted).  V_k holds for
     every t <= t_k; band 0 (t <= t_0) covers all pairs.
     """
     n = hist.size
@@ -355,9 +356,10 @@ class SubsampledGaussian(Mechanism):
 
     def envelope_cost(self, c: float, direction: str = "remove") -> float:
         """The envelope's fine grid (step dx = min(0.004, 0.04/mu)) is walked a few times: ~256 units per
-        node of a 30-wide grid, or 16 units per node (four passes, a margin of four) of the grid's real
-        width (``sg_envelope_constants``: 2 (16 + (c + 1) mu) + 5 mu for remove, growing with c;
-        32 + 5 mu around the add peak) when that is larger."""
+        node of a 30-wide grid, or 16 units per node (three passes and two bin-aligned walks, a margin of
+        two) of the grid's real width (``sg_envelope_constants``: 2 (16 + (c + 1) mu) + 5 mu for remove,
+        growing with c; 32 + 5 mu around the add peak) when that is larger; the walks' per-bin work
+        (3 x 8192 bins: a pre-image and a cell each, ~6e4 units) lies far inside the first term."""
         dx = min(0.004, 0.04 / self.mu)
         if direction == "add":
             width = 32.0 + 5.0 * self.mu

@@ -208,12 +208,14 @@ class SubsampledGaussianPart(Mechanism):
         Bound (``sg_envelope_constants`` with the weight, then :func:`sg_envelope`): the window scans
         (``_scan_cost``), four passes over the grid of step dx = ``_env_dx`` on the window [a, b] that
         ``_weighted_window`` finds (span 120; ``_part_window``): l(x), the weight and up to two exps per
-        point; two loss histograms, each walking at most W / dx + 2 x 8192 + 4 cells (two l(x), the
-        weight, two exps); 2 x 8000 units for the FFTs and array passes of the curvature bands.  The
-        weight's continued fraction is charged on the grid points in its zone and, for the histograms'
-        refined cells (the 2 x 8192), by the zone's share of the window's loss range (a cell's share of
-        the loss range is what refines it; for the second, bulk-window histogram this is an estimate: at
-        most ~2 x 8192 x 11 units more, ~10 ms, when the bulk lies in the weight's far tail).
+        point; three bin-aligned walks of the loss (the fine bins of V, 16384; the histogram and the
+        bulk window's, 8192 each), a walk over nb bins visiting at most W / dx + nb + 2 cells (l(x), the
+        weight, an exp) and nb + 2 bin-edge pre-images (~ an l(x) each); 2 x 8000 units for the FFTs and
+        array passes of the curvature bands.  The weight's continued fraction is charged on the grid
+        points in its zone and, for the walks' per-bin cells, by the zone's share of the window's loss
+        range (a cell's share of the loss range is what gives it a bin of its own; for the bulk-window
+        histogram this is an estimate: at most ~8192 x 11 units more, ~5 ms, when the bulk lies in the
+        weight's far tail).
         """
         mu, dx = self.mu, self._env_dx()
         typical = 8.0 * 40.0 / dx * max(1.0, mu / 8.0)
@@ -225,9 +227,9 @@ class SubsampledGaussianPart(Mechanism):
         def cost(a: float, b: float, scans: float, cf_share: float) -> float:
             n = (b - a) / dx + 2.0
             passes = 4.0 * (self._grid_cost(a, b, n) + 2.0 * n * _OP_EXP)
-            cells = n + 2.0 * 8192.0 + 4.0
-            hist = 2.0 * (self._grid_cost(a, b, n) + n * _OP_LW + cells * 2.0 * _OP_EXP
-                          + 2.0 * 8192.0 * (_OP_LW * 2.0 + cf_share * _OP_CF))
+            bins = 16384.0 + 2.0 * 8192.0
+            hist = (3.0 * (self._grid_cost(a, b, n) + (n + 2.0) * _OP_EXP)
+                    + bins * (_OP_LW * 2.0 + _OP_EXP + cf_share * _OP_CF))
             return scans + passes + hist + 2.0 * 8000.0
 
         if add:  # (the kernel's range: around the add peak)

@@ -499,8 +499,8 @@ def test_envelope_bounds_the_mgf_on_random_settings(seed):
     (by the quadrature, itself checked against mpmath in this file and in test_split.py) on random
     settings: q in [1e-5, 0.8], sigma in [0.3, 5], c in [0.1, 20], both directions, parts with cuts in
     [-1, 4] and tau down to 0.05; t from 0.01 to 3000, each against |M| at t x (1, 1.01, 1.1, 1.5, 2, 4).
-    A property test for the curvature bound, whose histogram masses are placed at their cells' midpoint
-    bins (the margins absorb that; the session note of 2026-11-28 explains why it is not yet proven)."""
+    A property test of the whole construction (TV, curvature bands, margins); the premise that every
+    histogram mass lies inside its bin is tested exactly below."""
     from mechanisms.subsampled_part import SubsampledGaussianPart
 
     rng = np.random.default_rng(seed)
@@ -538,6 +538,61 @@ def test_envelope_constants_cached_passes_equal_streaming(part, xcut, tau, add):
         assert np.isfinite(r1[1]) and h1.sum() > 0.0  # the case builds its histogram
         assert r1 == r2, args
         assert np.array_equal(b1, b2) and np.array_equal(h1, h2), args
+
+
+@pytest.mark.parametrize("q,mu,c,add,part,xcut,tau", [
+    (1e-3, 1.25, 4.0, False, -1, 0.0, 1.0), (0.01, 1 / 1.1, 6.7, True, -1, 0.0, 1.0),
+    (0.2, 2.0, 0.5, False, -1, 0.0, 1.0), (0.01, 1.0, 3.0, False, 1, 1.5, 0.3),
+    (0.01, 1.0, 3.0, True, 0, 1.5, 0.3)])
+def test_loss_histogram_bins_hold_the_mass_of_their_loss_range(q, mu, c, add, part, xcut, tau):
+    """The envelope's curvature bands assume every histogram mass lies inside its bin.  On bins far
+    narrower than a grid cell's loss span (where placing a cell at one bin would be off by several
+    bins), each bin's mass must equal the integral of the tilted density over the outputs whose loss
+    falls in the bin: pre-images of the bin edges by brentq on the loss, masses by scipy quad, the split
+    weight by scipy's log_ndtr (none of it shares code with the kernel)."""
+    from scipy import integrate, optimize, special
+
+    from mechanisms._sg_envelope_kernels import sg_loss_histogram
+
+    wr = -c if add else c + 1.0
+    loss = lambda x: np.logaddexp(np.log1p(-q), np.log(q) + mu * x - mu * mu / 2)  # noqa: E731
+
+    def log_dens(x):
+        w = 0.0 if part < 0 else special.log_ndtr(((xcut - x) if part == 0 else (x - xcut)) / tau)
+        return -x * x / 2 - 0.5 * np.log(2 * np.pi) + wr * loss(x) + w
+
+    xs = np.linspace(-20.0, 25.0, 200001)
+    lg = log_dens(xs)
+    gmax = float(lg.max())
+    keep = xs[lg - gmax > -40.0]
+    x_first, x_last = float(keep[0]), float(keep[-1])
+    dx = min(0.004, 0.04 / mu)
+    # the window: the loss over the central outputs, in 4096 bins
+    us = -loss(keep) if add else loss(keep)
+    umin, umax = float(np.quantile(us, 0.3)), float(np.quantile(us, 0.7))
+    hist = np.zeros(4096)
+    b = sg_loss_histogram(c, q, mu, add, dx, gmax, umin, umax, x_first, x_last, xcut, tau, part, hist)
+    assert b == pytest.approx((umax - umin) / 4096, rel=1e-12)
+    # the bins are far narrower than a grid cell's loss span somewhere in the window
+    slope = mu / (1 + np.exp(-(np.log(q) + mu * keep - mu * mu / 2 - np.log1p(-q))))
+    assert float(np.max(slope[(us >= umin) & (us <= umax)])) * dx > 3 * b
+
+    def x_of(u):
+        target = -u if add else u
+        return optimize.brentq(lambda x: loss(x) - target, -60.0, 60.0, xtol=1e-14, rtol=1e-15)
+
+    checked = 0
+    for k in range(0, 4096, 17):
+        xa, xb = sorted((x_of(umin + k * b), x_of(umin + (k + 1) * b)))
+        ref, err = integrate.quad(lambda x: np.exp(log_dens(x) - gmax), xa, xb, epsabs=0, epsrel=1e-10)
+        if ref > 1e-8 * float(hist.sum()):
+            assert hist[k] == pytest.approx(ref, rel=1e-4), (k, xa, xb)
+            checked += 1
+    assert checked >= 40
+    # and the whole window's mass
+    xa, xb = sorted((x_of(umin), x_of(umax)))
+    ref = integrate.quad(lambda x: np.exp(log_dens(x) - gmax), xa, xb, epsabs=0, epsrel=1e-10, limit=200)[0]
+    assert float(hist.sum()) == pytest.approx(ref, rel=1e-5)
 
 
 def test_total_variation_matches_mpmath_and_caps_delta():
