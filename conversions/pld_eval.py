@@ -11,6 +11,7 @@ import math
 import numpy as np
 from numba import njit
 
+from .contour_terms import query_clock
 from .pld_fft import _compose, _Composed
 from .pld_grid import U, _plan, _rr_eta
 from .pld_tilt import _blocks, _saddle, _sp_epsilon
@@ -212,10 +213,17 @@ def _bisect(f, a: float, b: float, want_right: bool) -> float:
 
 
 def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, delta_ref, theta_fb,
-         delta_sp=None):
+         delta_sp=None, deadline=None):
     """One composition: grid, tilt (saddle at eps_tilt, or the Chernoff order theta_fb when eps_tilt is
     None or beyond the support), window from a_loss up.  With ``delta_sp``, the tilt point is the
-    saddle-point estimate of eps(delta_sp) from this grid when there is one (``_sp_epsilon``)."""
+    saddle-point estimate of eps(delta_sp) from this grid when there is one (``_sp_epsilon``).  With a
+    ``deadline`` (a ``query_clock()`` value), None once it has passed after a grid is built (a pass can
+    rebuild its grid up to eight times: the mean-preserving rounding's refinement, a window too long);
+    the caller keeps the bracket it has."""
+
+    def late() -> bool:
+        return deadline is not None and query_clock() > deadline
+
     log_dref = math.log(max(delta_ref, 1e-300))
     # mean-preserving rounding when every mechanism bounds its cell offsets and sqrt(T) beats T
     tot = sum(k for _, k in entries)
@@ -223,8 +231,12 @@ def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, 
     div_rr = 1.45 * math.sqrt(tot * -log_beta)  # eta_up + eta_lo ~ Delta sqrt(2 T log(1/beta))
     rr = div_rr < tot and _rr_available(entries, direction)
     a_req = a_loss
+    t_compose = 0.0  # time in the composition (FFT) proper; the rest (cells, tilt) scales with the grid
+    t_start = query_clock()
     for attempt in range(4):
         plan = _plan(entries, direction, width, ranges, max_points, div_rr if rr else None, rr)
+        if late():
+            return None
         if rr and not plan.capped:
             # the cell biases (T x mean bias, second order in Delta) can dominate the shifts when the
             # loss is strongly curved: refine Delta once, or fall back to round-up cells (T Delta)
@@ -238,6 +250,8 @@ def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, 
                 else:
                     rr = False
                     plan = _plan(entries, direction, width, ranges, max_points)
+                if late():
+                    return None
         if rr:  # the upper bound is evaluated at eps - eta (eta ~ Delta div / 2): widen the window
             a_loss = a_req - plan.step * div_rr
         blocks_list = [_blocks(st, plan.step) for st in plan.steps]
@@ -265,8 +279,12 @@ def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, 
         if need > max_points and attempt < 3:
             width *= 1.2 * need / max_points  # the window is too long: coarser grid, wider bracket
             continue
+        if late():
+            return None
+        t0 = query_clock()
         comp = _compose(plan, theta, max_points, rtol * 1e-3, a_loss, log_dref, regrid=attempt < 3,
                         blocks=blocks_list)
+        t_compose += query_clock() - t0
         if isinstance(comp, _Composed):
             comp = dataclasses.replace(comp, capped=comp.capped or attempt > 0)
             if rr:
@@ -277,6 +295,7 @@ def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, 
                                            beta_lo=beta)
             ev = _Evaluator(comp, ref)
             ev.blocks, ev.ks, ev.sp = blocks_list, [st.k for st in plan.steps], sp
+            ev.t_compose, ev.t_grid = t_compose, max(query_clock() - t_start - t_compose, 0.0)
             return ev
         width *= 1.2 * comp / max_points  # the window was too long: coarser grid, wider bracket
     raise AssertionError("unreachable")

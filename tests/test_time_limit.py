@@ -96,6 +96,46 @@ def test_pld_with_a_passed_deadline_keeps_its_first_pass():
     assert cut.upper - cut.lower > full.upper - full.lower
 
 
+def test_a_pld_pass_building_its_grid_past_the_deadline_is_abandoned(monkeypatch):
+    """A refinement pass that the prediction let start but that is still building its grid when the
+    deadline passes returns nothing (the query keeps the bracket it has, flagged): the prediction is
+    forced to allow every pass and the deadline is already behind, so exactly the first pass stands."""
+    items = [(SubsampledGaussian(sigma=SETTING["sigma"], sample_rate=SETTING["sample_rate"]),
+              SETTING["steps"])]
+    from conversions.pld_eval import _run
+
+    # (the pass itself: None once its grid is built after the deadline)
+    ranges = pld._ranges(items, "remove", 1e-3, DELTA, 1.0)
+    assert _run(items, "remove", 0.05, ranges, 0.5, 1 << 16, 1e-3, 0.0, DELTA, 1.0,
+                deadline=query_clock() - 1.0) is None
+    full = pld.pld_epsilon_bounds(items, DELTA, "remove", 1e-3)
+    monkeypatch.setattr(pld._Clock, "allows", lambda self, growth=(1.0, 1.0): True)
+    cut = pld.pld_epsilon_bounds(items, DELTA, "remove", 1e-3, deadline=query_clock() - 1.0)
+    assert cut.details["time_limit"] is True and cut.details["passes"] == 1
+    assert cut.lower <= full.upper and full.lower <= cut.upper
+    assert cut.upper - cut.lower > full.upper - full.lower
+
+
+def test_pld_pass_prediction_counts_the_grid_growth():
+    """The predicted cost of a refinement pass grows with its grid, not only with its FFT window: a pass
+    whose window is near the point cap but whose step is far finer (q = 1e-5, sigma = 0.4, T = 1000:
+    280x finer, 3.5 s after a 0.15 s first pass when only the window's growth, 1.6x, was counted) is
+    predicted to cost far more than the window's growth alone."""
+    from types import SimpleNamespace
+
+    ev = SimpleNamespace(c=SimpleNamespace(capped=False, n=1_296_000, step=4.58e-5))
+    fft, grid = pld._growth(ev, 0.0461, 0.000164, [(-0.5, 5.0)], 1 << 21)
+    assert fft == pytest.approx((1 << 21) / 1_296_000)
+    assert grid == pytest.approx(4.58e-5 * (1 << 21) / 5.5)  # (the cap's step bounds it)
+    assert grid > 10 * fft
+    clock = pld._Clock(query_clock() + 1.0)
+    clock.last, clock.last_grid = 0.15, 0.05
+    assert not clock.allows((fft, grid))  # 0.05 x 17 + 0.1 x 1.1 x 1.6 > 1 s
+    assert clock.allows((fft, 1.0))
+    capped = SimpleNamespace(c=SimpleNamespace(capped=True, n=1 << 21, step=1e-5))
+    assert pld._growth(capped, 1.0, 0.01, [(0.0, 1.0)], 1 << 21) == (1.0, 1.0)
+
+
 def test_split_with_a_passed_deadline_answers_and_stops_refining():
     # q = 1e-4, sigma = 1, T = 1000, delta = 1e-12: the split's first cut leaves a wide bracket and its
     # alternative cuts narrow it (tests/test_split.py); past the deadline the first answer stands
