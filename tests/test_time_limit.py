@@ -128,10 +128,13 @@ def test_pld_pass_prediction_counts_the_grid_growth():
     assert fft == pytest.approx((1 << 21) / 1_296_000)
     assert grid == pytest.approx(4.58e-5 * (1 << 21) / 5.5)  # (the cap's step bounds it)
     assert grid > 10 * fft
-    clock = pld._Clock(query_clock() + 1.0)
+    clock = pld._Clock(query_clock() + 0.6)
     clock.last, clock.last_grid = 0.15, 0.05
-    assert not clock.allows((fft, grid))  # 0.05 x 17 + 0.1 x 1.1 x 1.6 > 1 s
+    assert not clock.allows((fft, grid))  # 0.05 x 16 (the cap) + 0.1 x 1.1 x 1.6 > 0.6 s
     assert clock.allows((fft, 1.0))
+    small = pld._Clock(query_clock() + 1.0)  # a pass of a few ms: each growth counts at most 16x
+    small.last, small.last_grid = 0.003, 0.002
+    assert small.allows((242.0, 1140.0))
     capped = SimpleNamespace(c=SimpleNamespace(capped=True, n=1 << 21, step=1e-5))
     assert pld._growth(capped, 1.0, 0.01, [(0.0, 1.0)], 1 << 21) == (1.0, 1.0)
 
