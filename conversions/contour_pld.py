@@ -119,16 +119,20 @@ class ComposedPLD:
             self.purely_atomic = n_cont == 0 or (
                 n_cont <= self.closed_order and all(j in self._closed_set for j, _ in cont))
 
-    def mgf_err_at(self, c: float) -> float:
+    def mgf_err_at(self, c: float, t_max: float = 0.0) -> float:
         """The declared log-MGF error (sum_j k_j err_j) on the line Re s = c: ``mgf_err`` unless an entry
-        declares a line-dependent error (``log_mgf_error_at(c, direction)``)."""
-        if not self._err_at:
+        declares a line-dependent error (``log_mgf_error_at(c, direction)``); with ``t_max`` > 0 (nodes
+        up to |Im s| = t_max) plus the entries' phase rounding (``log_mgf_phase_error``)."""
+        if not self._err_at and not t_max > 0.0:
             return self.mgf_err
-        v = self._err_at_cache.get(c)
+        key = (c, t_max)
+        v = self._err_at_cache.get(key)
         if v is None:
             v = self.mgf_err + sum(k * (m.log_mgf_error_at(c, self.direction) - m.log_mgf_error)
                                    for m, k in self._err_at)
-            self._err_at_cache[c] = v
+            if t_max > 0.0:
+                v += sum(k * m.log_mgf_phase_error(c, t_max, self.direction) for m, k in self.entries)
+            self._err_at_cache[key] = v
         return v
 
     @functools.cached_property

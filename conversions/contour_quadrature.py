@@ -174,7 +174,7 @@ class _Grid:
         self.sum_kern = sum_kern * self.h / math.pi
         self.sum_kern_mag = sum_kern_mag * self.h / math.pi
         self.log_env_u = pld.log_env_r(c, self.u_trunc)
-        self.mgf_err = pld.mgf_err_at(c)
+        self.mgf_err = pld.mgf_err_at(c, float(self.t[-1]))
         self.node_log_err = 4 * _U64 * (mag_max + abs(self.shift) + 10.0) + self.mgf_err
         if not np.all(np.isfinite(self.r_re)) or not np.all(np.isfinite(self.r_im)):
             raise FloatingPointError("non-finite log-MGF values on the contour")

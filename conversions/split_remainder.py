@@ -83,6 +83,13 @@ class Remainder(Mechanism):
         mags = abs(la) + (abs(lb) if math.isfinite(lb) else 0.0) + 10.0
         return self.k * math.log1p(e) * (1.0 + 1e-9) + 32.0 * U * self.k * mags
 
+    def log_mgf_phase_error(self, c: float, t_max: float, direction: str = "remove") -> float:
+        """The parts' phase rounding carried through the polynomial: part values within (e + p_a) a(c)
+        and (e + p_b) b(c) move R by at most ((1 + e + p)^k - 1) R(c), p = max(p_a, p_b), and
+        k log1p(e + p) <= k log1p(e) + k p."""
+        return self.k * max(self.a.log_mgf_phase_error(c, t_max, direction),
+                            self.b.log_mgf_phase_error(c, t_max, direction))
+
     def mgf_cost(self, t_max: float, c: float = 0.0, direction: str = "remove") -> float:
         return self.a.mgf_cost(t_max, c, direction) + self.b.mgf_cost(t_max, c, direction)
 

@@ -298,6 +298,37 @@ def sg_log_mgf_in_window(c, q, mu, add, dx_max, fmax, a, b, xcut, tau, part):  #
     return re
 
 
+@njit(cache=True)
+def sg_phase_moment(c, q, mu, add, dx_max, span, xcut, tau, part):  # pragma: no cover - compiled
+    """sum_i g_i (5 |l_i| + 4 sig_i (|log q| + mu |x_i| + mu^2/2)) / sum_i g_i with the weights g_i of
+    ``sg_log_mgf``'s trapezoid rule at the real point s = c (same window: the e^{cL}-tilted law of the
+    kernels' measure), sig_i = l'(x_i) / mu: the phase-rounding weight of
+    :func:`mechanisms.subsampled.sg_phase_error`."""
+    lq = math.log(q)
+    l1q = math.log1p(-q)
+    wr = -c if add else c + 1.0
+    lo, hi = _search_range(wr, q, mu, lq, l1q, span)
+    fmax, a, b = _mgf_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span)
+    dx = _part_step(0.0, wr, q, mu, lq, l1q, b, dx_max, tau, part)
+    m = math.ceil((b - a) / dx)
+    if m < 64:
+        m = 64
+    dx = (b - a) / m
+    s0 = 0.0
+    s1 = 0.0
+    for i in range(m + 1):
+        x = a + i * dx
+        ell = _ell(x, q, mu, lq, l1q)
+        g = math.exp(-0.5 * x * x + wr * ell - fmax + split_log_weight(x, xcut, tau, part))
+        if i == 0 or i == m:
+            g *= 0.5
+        y = lq + mu * x - 0.5 * mu * mu - l1q
+        sig = 1.0 / (1.0 + math.exp(-y)) if y > -700.0 else 0.0
+        s0 += g
+        s1 += g * (5.0 * abs(ell) + 4.0 * sig * (abs(lq) + mu * abs(x) + 0.5 * mu * mu))
+    return s1 / s0
+
+
 @njit(cache=True)  # (also called from Python: the cost hint of the add direction)
 def _add_peak(c, q, mu, lq, l1q):  # pragma: no cover - compiled
     """argmax of -x^2/2 - c l(x) (add direction, c >= 0): the root of -x - c l'(x), in [-c mu, 0].

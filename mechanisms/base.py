@@ -147,8 +147,7 @@ def check(fn: Callable[..., Any], /, *, label: str | None = None, optional: bool
         Passed to ``fn`` (bounds, ...); a :func:`field_ref` is replaced by that field's checked value.
 
     A plain callable ``(name, value) -> value`` (e.g. ``V.positive``) can stand in ``field_checks``
-    without ``check``.
-    """
+    without ``check``."""
     return Check(fn, label, optional, kwargs)
 
 
@@ -204,16 +203,14 @@ class Mechanism:
         """mu when the mechanism's dominating pair is exactly the Gaussian pair (N(mu, 1), N(0, 1)).
 
         Plug-in hook of the closed-form mu-GDP route: a ledger whose entries all report a mu composes
-        to sqrt(sum k_j mu_j^2)-GDP, certified in closed form.  None (default) for any other pair.
-        """
+        to sqrt(sum k_j mu_j^2)-GDP, certified in closed form.  None (default) for any other pair."""
         return None
 
     def unbounded_reason(self) -> str | None:
         """Why this mechanism admits no finite (epsilon, delta) bound, or None if it has one.
 
         Used to explain a vacuous certificate (epsilon = inf).  The default checks the RDP curve on a
-        grid of orders; subclasses name the parameter condition that fails.
-        """
+        grid of orders; subclasses name the parameter condition that fails."""
         if self.pld_available or math.isfinite(self.pure_epsilon) or self.infinite_loss_mass >= 1.0:
             return None
         try:
@@ -229,6 +226,11 @@ class Mechanism:
     def max_mgf_order(self) -> float:
         """Supremum of real c with M(c) < inf (``inf`` for bounded or Gaussian-tailed losses)."""
         return math.inf
+
+    def log_mgf_phase_error(self, c: float, t_max: float, direction: str = "remove") -> float:
+        """Extra error of ``log_mgf`` (form of ``log_mgf_error``) on Re s = c, |Im s| <= t_max, growing
+        with t: kernels summing e^{i t l} over rounded losses l (0: closed forms, covered kernels)."""
+        return 0.0
 
     @property
     def log_mgf_error(self) -> float:
@@ -434,8 +436,7 @@ class Delegating(Mechanism):
     it is) and docstring.  Not forwarded: the single-use closed-form profile (``exact_profile``), which
     a subclass may declare itself.  A subclass that overrides none of the forwarded members is evaluated
     by the routes as its dominating mechanism itself (:func:`accounted_as`), so type-specific routes
-    (closed forms, splits) apply to it as well.
-    """
+    (closed forms, splits) apply to it as well."""
 
     def dominating(self) -> Mechanism:  # pragma: no cover - abstract
         """The mechanism whose curves this one is accounted by (build it once, e.g. in ``__post_init__``,
@@ -494,6 +495,9 @@ class Delegating(Mechanism):
 
     def log_envelope_fn(self, c: float, direction: str = "remove"):
         return self.dominating().log_envelope_fn(c, direction)
+
+    def log_mgf_phase_error(self, c: float, t_max: float, direction: str = "remove") -> float:
+        return self.dominating().log_mgf_phase_error(c, t_max, direction)
 
     def __getattr__(self, name: str):
         # optional fast paths of the inner mechanism (e.g. ``pld_cells_and_offsets``)

@@ -22,6 +22,7 @@ from .subsampled import (
     SubsampledGaussian,
     sg_envelope,
     sg_log_mgf_real,
+    sg_phase_error,
     sg_quadrature,
 )
 
@@ -79,6 +80,10 @@ class SubsampledGaussianPart(Mechanism):
     @property
     def log_mgf_error(self) -> float:
         return 2e-13
+
+    def log_mgf_phase_error(self, c: float, t_max: float, direction: str = "remove") -> float:
+        """The line kernel's phase rounding (:func:`mechanisms.subsampled.sg_phase_error`)."""
+        return sg_phase_error(c, t_max, self._kernel_args(direction))
 
     def _dx(self) -> float:
         return min(0.125, 0.25 / self.mu, 0.25 * self.tau)
