@@ -103,7 +103,7 @@ def test_line_kernel_nufft_path_matches_mpmath(q, sigma, add, c, h):
 
 def test_line_kernel_nufft_and_direct_paths_agree():
     """The NUFFT path and the direct (rotation) path of the line kernel evaluate the same trapezoid sums:
-    on random lines (q, sigma, c, both directions, unsplit and split parts, 128..2049 nodes) they agree
+    on random lines (q, sigma, c, both directions, unsplit and split parts, 48..2049 nodes) they agree
     within twice the declared error relative to M(c)."""
     rng = np.random.default_rng(5)
     for _ in range(24):
@@ -111,7 +111,7 @@ def test_line_kernel_nufft_and_direct_paths_agree():
         mu, c, add = 1 / sigma, 10 ** rng.uniform(-1, 1.0), bool(rng.integers(0, 2))
         part, xcut = int(rng.integers(-1, 2)), float(rng.uniform(-1, 4))
         tau = float(10 ** rng.uniform(-1.3, 0.3))
-        n = int(rng.choice([128, 300, 1025, 2049]))
+        n = int(rng.choice([48, 65, 300, 1025, 2049]))
         ts = float(rng.choice([0.0, 10.0])) + 10 ** rng.uniform(-2, 0) * np.arange(n)
         dx = min(0.125, 0.25 / mu, 0.25 * tau) if part >= 0 else min(0.125, 0.25 / mu)
         args = (q, mu, add, dx, 80.0, xcut, tau, part)

@@ -195,10 +195,10 @@ def test_log_mgf_matches_quadrature(q, sigma, direction):
 @pytest.mark.parametrize("direction", ["remove", "add"])
 @pytest.mark.parametrize("q,sigma", [(0.01, 0.8), (0.3, 2.0)])
 def test_log_mgf_on_a_line_matches_quadrature(q, sigma, direction):
-    """Nodes on one line (the contour's grids) go through the line kernel (a shared grid per block of
-    64 nodes, phases by rotation re-anchored every 16 nodes): against mpmath at nodes that are anchors,
-    rotated, and in the second and third blocks, within the declared ``log_mgf_error`` relative to
-    M(Re s)."""
+    """Nodes on one line (the contour's grids) go through the line kernel (150 equally spaced nodes: its
+    NUFFT path; the direct path, blocks of 64 nodes with phases by rotation, is compared with it in
+    tests/test_nufft.py): against mpmath at nodes spread over the line, within the declared
+    ``log_mgf_error`` relative to M(Re s)."""
     mech = SubsampledGaussian(sigma=sigma, sample_rate=q)
     c, h, n = 2.0, 0.5, 150
     got = mech.log_mgf(c + 1j * h * np.arange(n), direction)
