@@ -38,9 +38,15 @@ DEFERRED_WORK_LIMIT = 5e7
 # the default time limit of an "auto" query (CPU seconds of the querying thread, so other processes' load
 # does not count; ``PrivacyAccountant(time_limit=...)``): past it no further numerical route is started
 # and the discretised PLD and the near-atomic split stop refining; the best certified bracket so far is
-# returned with a warning.  A step already running finishes (bounded by its route's own work limit), so a
-# query may overrun the limit by about one step
+# returned with a warning.  A step already running finishes (bounded by its route's own work limit; a
+# discretised-PLD pass is abandoned once its grid is built past the limit), so a query may overrun the
+# limit by about one step
 AUTO_TIME_LIMIT = 2.0
+# a route that defers gives way to the discretised PLD only when that route's predicted cost
+# (``conversions.pld.pld_cost`` units, measured at 10-130 ns each) is below this: the sigma = 0.3 chains
+# (T >= 1000, 3.6e7-6.3e7 units, 1.2-2.5 s for a bracket 0.2-7 % wide) run the deferred contour first
+# (0.1 s, 1 %)
+PLD_DEFER_COST = 3e7
 # ... but only once the best certified bracket is within this relative width: a wider one (e.g. only the
 # RDP bound so far) goes on to the next route, bounded by the routes' own work limits
 TIME_LIMIT_RTOL = 0.1
@@ -181,8 +187,16 @@ def select(acct: PrivacyAccountant, method: str, query: str, value: float,
         try:
             r = results[route.name] = run(route)
         except routes.RouteDeferred as exc:
+            if queue and queue[0][0].name == "pld" and _pld_cost(acct, queue[0][0], ctx) > PLD_DEFER_COST:
+                notes.append(f"{route.name} not deferred ({exc}): the discretised PLD is predicted costlier")
+                queue.insert(0, (route, True))
+                continue
             notes.append(f"{route.name} deferred ({exc})")
             queue.insert(min(1, len(queue)), (route, True))
+            continue
+        except routes.RouteTimedOut as exc:
+            timed_out.append(route.name)
+            notes.append(f"{route.name} stopped by the time limit ({exc})")
             continue
         except routes.RouteUnavailable as exc:
             notes.append(f"{route.name} unavailable ({exc})")
@@ -238,3 +252,15 @@ def select(acct: PrivacyAccountant, method: str, query: str, value: float,
         chosen = chosen.with_details(route_notes="; ".join(notes))
     chosen = chosen.with_lower(lower if lower is not None else chosen.lower)
     return best, chosen, {m: r.upper for m, r in results.items()}
+
+
+def _pld_cost(acct: PrivacyAccountant, route: routes.Route, ctx: routes.QueryContext) -> float:
+    """``conversions.pld.pld_cost`` of ``route`` (the discretised PLD) on the accountant's ledger, worst
+    direction (inf where it does not apply or cannot be predicted)."""
+    from conversions import pld
+
+    ledger = routes.ledger_for(route, acct._ledger)
+    try:
+        return max(pld.pld_cost(ledger.items(), d, route._rtol(ctx)) for d in routes.directions(ledger))
+    except (ValueError, ArithmeticError):
+        return math.inf

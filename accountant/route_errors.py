@@ -11,3 +11,8 @@ class RouteDeferred(Exception):
 class RouteUnavailable(ValueError):
     """A route found at query time that it cannot handle this ledger (auto moves on; ``method=`` it
     explicitly and this is the error)."""
+
+
+class RouteTimedOut(Exception):
+    """A route stopped by the query's time limit before it had any bracket (``method="auto"`` flags the
+    certificate as cut short by the limit and goes on with the other routes' brackets)."""

@@ -40,7 +40,7 @@ from mechanisms.subsampled import SubsampledGaussian
 
 from .ledger import Ledger
 from .route_count import SampleCountRoute
-from .route_errors import RouteDeferred, RouteUnavailable  # noqa: F401 (part of this module's API)
+from .route_errors import RouteDeferred, RouteTimedOut, RouteUnavailable  # noqa: F401 (part of this module's API)
 
 
 @dataclass
@@ -48,8 +48,7 @@ class QueryContext:
     """What a route may use besides the ledger: the target accuracy and the accountant's caches.
 
     ``cache`` lives as long as the ledger is unchanged (the accountant clears it on every composition),
-    so a route can keep expensive per-ledger objects there (the cf route keeps its composed PLDs).
-    """
+    so a route can keep expensive per-ledger objects there (the cf route keeps its composed PLDs)."""
 
     rtol: float
     cache: dict = field(default_factory=dict)
@@ -418,6 +417,8 @@ class DiscretisedPLDRoute:
         items = self._check(ledger, ctx)
         try:
             res = [fn(items, value, d, self._rtol(ctx), deadline=ctx.deadline) for d in directions(ledger)]
+        except pld.FirstPassAbandoned as exc:
+            raise RouteTimedOut(str(exc)) from None
         except (OverflowError, ZeroDivisionError) as exc:
             # outside the range the discretisation handles (e.g. eps ~ 1e6): no answer, never a wrong one
             raise RouteUnavailable(f"the discretised PLD overflowed at this query ({exc})") from None
@@ -485,8 +486,7 @@ def register_route(route: Route, *, before: str | None = None) -> None:
     """Add ``route`` to :data:`ROUTES`, before the first route named ``before`` (default: at the end).
 
     Plug-ins contribute exact closed forms this way (``before="cf"``); a route must satisfy the
-    :class:`Route` protocol and be sound on every ledger for which ``applies`` is true.
-    """
+    :class:`Route` protocol and be sound on every ledger for which ``applies`` is true."""
     if not isinstance(route, Route) or not isinstance(getattr(route, "name", None), str) or not route.name:
         raise TypeError("route must have a non-empty str 'name' and applies/epsilon/delta methods")
     if route.name == "auto":

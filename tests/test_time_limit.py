@@ -85,15 +85,57 @@ def test_named_methods_are_not_time_limited():
     assert (limited.epsilon, limited.lower_bound) == (free.epsilon, free.lower_bound)
 
 
-def test_pld_with_a_passed_deadline_keeps_its_first_pass():
+def test_pld_stopped_before_refining_keeps_its_first_pass(monkeypatch):
+    """Refinement passes predicted to end after the deadline are skipped: the first pass's bracket stands,
+    flagged, overlapping the unlimited one and wider (the prediction is forced to refuse)."""
     items = [(SubsampledGaussian(sigma=SETTING["sigma"], sample_rate=SETTING["sample_rate"]),
               SETTING["steps"])]
     full = pld.pld_epsilon_bounds(items, DELTA, "remove", 1e-3)
-    cut = pld.pld_epsilon_bounds(items, DELTA, "remove", 1e-3, deadline=query_clock() - 1.0)
+    def refuse(self, growth=(1.0, 1.0)):
+        self.stopped = True
+        return False
+
+    monkeypatch.setattr(pld._Clock, "allows", refuse)
+    cut = pld.pld_epsilon_bounds(items, DELTA, "remove", 1e-3, deadline=query_clock() + 60.0)
     assert cut.details["time_limit"] is True and cut.details["passes"] == 1
     assert "time_limit" not in full.details and full.details["passes"] > 1
     assert cut.lower <= full.upper and full.lower <= cut.upper
     assert cut.upper - cut.lower > full.upper - full.lower
+
+
+def test_pld_with_a_passed_deadline_gives_no_bracket_and_auto_goes_on(monkeypatch):
+    """A deadline that passes while the first pass builds its grid leaves the PLD without a bracket
+    (FirstPassAbandoned); under auto the route is noted as stopped by the limit, the certificate is
+    flagged, and the other routes' bracket (certified: it overlaps the unlimited answer) is returned."""
+    items = [(SubsampledGaussian(sigma=SETTING["sigma"], sample_rate=SETTING["sample_rate"]),
+              SETTING["steps"])]
+    with pytest.raises(pld.FirstPassAbandoned):
+        pld.pld_epsilon_bounds(items, DELTA, "remove", 1e-3, deadline=query_clock() - 1.0)
+    with pytest.raises(pld.FirstPassAbandoned):
+        pld.pld_delta_bounds(items, 0.5, "remove", 1e-3, deadline=query_clock() - 1.0)
+    free, _ = _query(None)
+
+    def abandoned(*args, **kwargs):
+        raise pld.FirstPassAbandoned("the deadline passed while the first pass built its grid")
+
+    monkeypatch.setattr(pld, "pld_epsilon_bounds", abandoned)
+    cert, _ = _query(AUTO_TIME_LIMIT)
+    assert cert.method != "pld" and "pld stopped by the time limit" in cert.details["route_notes"]
+    assert cert.details.get("time_limit") is True
+    assert cert.lower_bound <= free.epsilon and free.lower_bound <= cert.epsilon
+
+
+def test_a_deferring_contour_runs_first_when_the_pld_is_predicted_costlier(monkeypatch):
+    """The contour's deferral to the discretised PLD is declined when that route's predicted cost exceeds
+    PLD_DEFER_COST (forced to 0 here): the contour runs at once with the deferred work limit, and the
+    answer is still a certified bracket overlapping the unlimited one."""
+    import accountant.route_choice as rc
+
+    free, _ = _query(None)
+    monkeypatch.setattr(rc, "PLD_DEFER_COST", 0.0)
+    cert, _ = _query(None)
+    assert "cf not deferred" in cert.details.get("route_notes", "")
+    assert cert.lower_bound <= free.epsilon and free.lower_bound <= cert.epsilon
 
 
 def test_a_pld_pass_building_its_grid_past_the_deadline_is_abandoned(monkeypatch):
@@ -110,8 +152,17 @@ def test_a_pld_pass_building_its_grid_past_the_deadline_is_abandoned(monkeypatch
                 deadline=query_clock() - 1.0) is None
     full = pld.pld_epsilon_bounds(items, DELTA, "remove", 1e-3)
     monkeypatch.setattr(pld._Clock, "allows", lambda self, growth=(1.0, 1.0): True)
+    real_run, calls = pld._run, []
+
+    def first_pass_free(*args, **kwargs):  # (the deadline applies from the second pass on)
+        calls.append(1)
+        if len(calls) == 1:
+            kwargs["deadline"] = None
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(pld, "_run", first_pass_free)
     cut = pld.pld_epsilon_bounds(items, DELTA, "remove", 1e-3, deadline=query_clock() - 1.0)
-    assert cut.details["time_limit"] is True and cut.details["passes"] == 1
+    assert len(calls) == 2 and cut.details["time_limit"] is True and cut.details["passes"] == 1
     assert cut.lower <= full.upper and full.lower <= cut.upper
     assert cut.upper - cut.lower > full.upper - full.lower
 
