@@ -262,14 +262,19 @@ def sg_log_mgf(s_re, s_im, q, mu, add, dx_max, span, xcut, tau, part, out_re, ou
 
 
 @njit(**_HELPER)
-def _integrate(wr, wi, q, mu, lq, l1q, fmax, a, b, dx_max, xcut, tau, part):  # pragma: no cover - compiled
-    """(Re, Im) of log E[exp(w l(x))] (times the split weight for ``part`` >= 0) by ``sg_log_mgf``'s
-    trapezoid rule on the window [a, b], fmax the real exponent's maximum there (its scale)."""
-    dx = _part_step(wi, wr, q, mu, lq, l1q, b, dx_max, tau, part)
+def _grid_step(a, b, dx):  # pragma: no cover - compiled
+    """(m, step): the trapezoid grid a + i step, i = 0..m, of [a, b] with step <= dx and m >= 64."""
     m = math.ceil((b - a) / dx)
     if m < 64:
         m = 64
-    dx = (b - a) / m
+    return m, (b - a) / m
+
+
+@njit(**_HELPER)
+def _integrate(wr, wi, q, mu, lq, l1q, fmax, a, b, dx_max, xcut, tau, part):  # pragma: no cover - compiled
+    """(Re, Im) of log E[exp(w l(x))] (times the split weight for ``part`` >= 0) by ``sg_log_mgf``'s
+    trapezoid rule on the window [a, b], fmax the real exponent's maximum there (its scale)."""
+    m, dx = _grid_step(a, b, _part_step(wi, wr, q, mu, lq, l1q, b, dx_max, tau, part))
     acc_re = 0.0
     acc_im = 0.0
     for i in range(m + 1):
@@ -309,11 +314,7 @@ def sg_phase_moment(c, q, mu, add, dx_max, span, xcut, tau, part):  # pragma: no
     wr = -c if add else c + 1.0
     lo, hi = _search_range(wr, q, mu, lq, l1q, span)
     fmax, a, b = _mgf_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span)
-    dx = _part_step(0.0, wr, q, mu, lq, l1q, b, dx_max, tau, part)
-    m = math.ceil((b - a) / dx)
-    if m < 64:
-        m = 64
-    dx = (b - a) / m
+    m, dx = _grid_step(a, b, _part_step(0.0, wr, q, mu, lq, l1q, b, dx_max, tau, part))
     s0 = 0.0
     s1 = 0.0
     for i in range(m + 1):
@@ -416,11 +417,7 @@ def _line_grid(tmax, wr, q, mu, lq, l1q, a, b, dx_max, fmax, xcut, tau, part, sg
     """(g, el, dx): the trapezoid grid of ``sg_log_mgf``'s rule for the nodes up to |t| = ``tmax`` on
     the window [a, b] -- weighted magnitudes g (relative to e^{fmax}) and phases per unit t, el =
     sgn l(x)."""
-    dx = _part_step(tmax, wr, q, mu, lq, l1q, b, dx_max, tau, part)
-    m = int(math.ceil((b - a) / dx))
-    if m < 64:
-        m = 64
-    dx = (b - a) / m
+    m, dx = _grid_step(a, b, _part_step(tmax, wr, q, mu, lq, l1q, b, dx_max, tau, part))
     g = np.empty(m + 1)
     el = np.empty(m + 1)
     for i in range(m + 1):
