@@ -148,11 +148,12 @@ def test_wheel_ships_kernels_the_first_query_loads_without_compiling(installed):
     assert any(n.startswith("mechanisms/__pycache__/_poisson_kernels.sg_log_mgf") for n in shipped), shipped
     code = (
         "from accountant import PrivacyAccountant\n"
-        "from mechanisms._poisson_kernels import sg_line_log_mgf, sg_log_mgf\n"
+        "from mechanisms._poisson_kernels import sg_line_log_mgf, sg_log_mgf, sg_phase_moment\n"
         "from mechanisms._sg_envelope_kernels import sg_envelope_constants\n"
         "from conversions._kernels import grid_assemble, trapezoid_sum\n"
         "PrivacyAccountant().step(sigma=1.1, sample_rate=0.01, steps=10000).epsilon(1e-5)\n"
-        "for k in (sg_log_mgf, sg_line_log_mgf, sg_envelope_constants, grid_assemble, trapezoid_sum):\n"
+        "for k in (sg_log_mgf, sg_line_log_mgf, sg_phase_moment, sg_envelope_constants, grid_assemble,\n"
+        "          trapezoid_sum):\n"
         "    s = k.stats\n"
         "    print(k.__name__, sum(s.cache_hits.values()), sum(s.cache_misses.values()), s.cache_path)\n"
     )
@@ -160,7 +161,7 @@ def test_wheel_ships_kernels_the_first_query_loads_without_compiling(installed):
     r = subprocess.run([str(py), "-c", code], capture_output=True, text=True, cwd=tmp, timeout=600, env=env)
     assert r.returncode == 0, r.stderr
     rows = [line.split() for line in r.stdout.strip().splitlines()]
-    assert len(rows) == 5, r.stdout
+    assert len(rows) == 6, r.stdout
     for name, hits, misses, path in rows:
         assert int(misses) == 0 and int(hits) >= 1, f"{name} was compiled, not loaded: {r.stdout}"
         assert str(tmp / "venv") in path, f"{name} cache outside the install: {path}"
