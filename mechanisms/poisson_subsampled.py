@@ -150,6 +150,20 @@ class SubsampledLaplace(Mechanism):
     def log_mgf_error(self) -> float:
         return 1e-13
 
+    def log_mgf_phase_error(self, c: float, t_max: float, direction: str = "remove") -> float:
+        """The phase rounding of the terms e^{i t l} (quadrature nodes and atoms), relative to M(c) (the
+        terms' moduli sum to M(c)): l = logaddexp(log(1 - q), log q + (2x - 1) a), |l| <= a, is off by
+        at most 4 u (|log q| + a + 1) + 2 u (a + |log(1 - q)| + 2) (as for the subsampled Gaussian,
+        :func:`mechanisms.subsampled.sg_phase_error`), the products t l add u t a, the trig calls 64 u:
+        u (t_max (7 a + 4 |log q| + 2 |log(1 - q)| + 8) + 64).  Measured against a 30-digit reference
+        (q = 0.1, scale = 0.1, c = 2): 1.07e-13 of M(c) at t = 1000 and 1.07e-12 at t = 3000, above the
+        constant 1e-13 alone."""
+        if not t_max > 0.0:
+            return 0.0
+        q, a = self.sample_rate, self.a
+        k = 7.0 * a + 4.0 * abs(math.log(q)) + 2.0 * abs(math.log1p(-q)) + 8.0
+        return 2.0**-53 * (t_max * k + 64.0) * (1.0 + 1e-9)
+
     def mgf_cost(self, t_max: float, c: float = 0.0, direction: str = "remove") -> float:
         """10-point Gauss-Legendre panels, (|Im w| + |Re w|) a / 2 + a + 5 of them at most (w = s + 1 or
         -s; ``sl_middle_log_mgf``), walked twice: the typical cost (average over [0, t_max] at small

@@ -104,3 +104,31 @@ def test_subsampled_gaussian_log_mgf_small_q_matches_mpmath(q, c, t, d):
         assert diff <= 1e-10 * abs(ref_real), (got, complex(mp.log(ref)))
         # and within the declared error, which the contour's floating-point bound relies on
         assert diff <= math.expm1(m.log_mgf_error) * abs(ref_real), float(diff / abs(ref_real))
+
+
+@pytest.mark.slow
+def test_phase_rounding_at_large_t_is_within_the_declared_error():
+    """At q = 0.1, scale = 0.1 (a = 10), c = 2 the kernel's error grows with t (the phases t l inherit
+    l's rounding): against a 30-digit reference it exceeds the constant 1e-13 at t = 1000 (1.07e-13
+    measured) but stays within the constant plus ``log_mgf_phase_error``; the term is 0 at t = 0."""
+    import mpmath as mp
+    import numpy as np
+
+    q, scale, c, t = 0.1, 0.1, 2.0, 1000.0
+    m = SubsampledLaplace(scale=scale, sample_rate=q)
+    with mp.workdps(30):
+        qq, a = mp.mpf(q), 1 / mp.mpf(scale)
+
+        def mgf(s):
+            def r(x):
+                return 1 - qq + qq * mp.exp((2 * x - 1) * a)
+
+            mid = mp.quad(lambda x: a / 2 * mp.exp(-a * x) * r(x) ** (s + 1),
+                          mp.linspace(0, 1, int(10 + abs(complex(s).imag) * a) + 1))
+            return mp.mpf(0.5) * r(0) ** (s + 1) + mp.exp(-a) / 2 * r(1) ** (s + 1) + mid
+
+        m_c, ref = mgf(mp.mpf(c)), complex(mgf(mp.mpc(c, t)))
+    got = complex(np.exp(m.log_mgf(np.array([c + 1j * t]), "remove")[0]))
+    err = abs(got - ref) / float(m_c)
+    assert err <= math.expm1(m.log_mgf_error + m.log_mgf_phase_error(c, t, "remove"))
+    assert m.log_mgf_phase_error(c, 0.0, "remove") == 0.0
