@@ -188,7 +188,8 @@ def select(acct: PrivacyAccountant, method: str, query: str, value: float,
             r = results[route.name] = run(route)
         except routes.RouteDeferred as exc:
             if queue and queue[0][0].name == "pld" and _pld_cost(acct, queue[0][0], ctx) > PLD_DEFER_COST:
-                notes.append(f"{route.name} not deferred ({exc}): the discretised PLD is predicted costlier")
+                notes.append(f"{route.name} not deferred ({exc}): the discretised PLD is predicted costlier "
+                             "(or cannot run)")
                 queue.insert(0, (route, True))
                 continue
             notes.append(f"{route.name} deferred ({exc})")
@@ -256,11 +257,13 @@ def select(acct: PrivacyAccountant, method: str, query: str, value: float,
 
 def _pld_cost(acct: PrivacyAccountant, route: routes.Route, ctx: routes.QueryContext) -> float:
     """``conversions.pld.pld_cost`` of ``route`` (the discretised PLD) on the accountant's ledger, worst
-    direction (inf where it does not apply or cannot be predicted)."""
+    direction (inf where it does not apply or cannot be predicted).  The route's own check runs first:
+    it declines mechanisms whose MGF is too costly to evaluate before the prediction evaluates any."""
     from conversions import pld
 
     ledger = routes.ledger_for(route, acct._ledger)
     try:
-        return max(pld.pld_cost(ledger.items(), d, route._rtol(ctx)) for d in routes.directions(ledger))
-    except (ValueError, ArithmeticError):
+        items = route._check(ledger, ctx)
+        return max(pld.pld_cost(items, d, route._rtol(ctx)) for d in routes.directions(ledger))
+    except (ValueError, ArithmeticError):  # (RouteUnavailable is a ValueError)
         return math.inf

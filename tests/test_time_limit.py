@@ -190,6 +190,28 @@ def test_pld_pass_prediction_counts_the_grid_growth():
     assert pld._growth(capped, 1.0, 0.01, [(0.0, 1.0)], 1 << 21) == (1.0, 1.0)
 
 
+def test_the_deferral_prediction_respects_the_pld_routes_own_decline(monkeypatch):
+    """When the discretised PLD declines the ledger (e.g. an MGF too costly to evaluate), its cost is not
+    predicted (that would evaluate the costly MGFs): the contour does not defer to it, and the answer is
+    a certified bracket overlapping the unlimited one."""
+    from accountant import routes
+    from conversions import pld as pld_mod
+
+    free, _ = _query(None)
+
+    def declines(cls, ledger, ctx):
+        raise routes.RouteUnavailable("declined (test)")
+
+    def never(*args, **kwargs):
+        raise AssertionError("pld_cost evaluated for a route that declines")
+
+    monkeypatch.setattr(routes.DiscretisedPLDRoute, "_check", classmethod(declines))
+    monkeypatch.setattr(pld_mod, "pld_cost", never)
+    cert, _ = _query(None)
+    assert "cf not deferred" in cert.details.get("route_notes", "")
+    assert cert.lower_bound <= free.epsilon and free.lower_bound <= cert.epsilon
+
+
 def test_split_with_a_passed_deadline_answers_and_stops_refining():
     # q = 1e-4, sigma = 1, T = 1000, delta = 1e-12: the split's first cut leaves a wide bracket and its
     # alternative cuts narrow it (tests/test_split.py); past the deadline the first answer stands
