@@ -88,6 +88,8 @@ def sg_phase_error(c: float, t_max: float, args: tuple) -> float:
         return 0.0
     q = args[0]
     moment = sg_phase_moment(float(c), *args)
+    if not math.isfinite(moment):  # (never a NaN error bound: the routes treat this as a failed line)
+        raise FloatingPointError(f"non-finite phase-rounding weight of the subsampled Gaussian at c = {c}")
     return _U * (t_max * (1.1 * moment + 2.0 * abs(math.log1p(-q)) + 4.0) + 64.0) * (1.0 + 1e-9)
 
 

@@ -146,6 +146,19 @@ def test_phase_moment_matches_numpy():
         assert got == pytest.approx(ref, rel=1e-3), (q, mu, c, add, part)
 
 
+def test_phase_error_is_never_nan(monkeypatch):
+    """A non-finite phase-rounding weight raises (FloatingPointError: the routes treat the line as failed)
+    instead of entering the error bound as a NaN; a finite one gives a finite, positive term."""
+    import mechanisms.subsampled as sub
+    from mechanisms import SubsampledGaussian
+
+    m = SubsampledGaussian(sigma=1.0, sample_rate=1e-3)
+    assert 0.0 < m.log_mgf_phase_error(2.0, 100.0, "remove") < 1e-10
+    monkeypatch.setattr(sub, "sg_phase_moment", lambda *a: float("nan"))
+    with pytest.raises(FloatingPointError):
+        m.log_mgf_phase_error(2.0, 100.0, "remove")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("nufft_min", [128, 10**9])
 def test_line_kernel_phase_rounding_is_covered_at_large_t(nufft_min):
