@@ -132,7 +132,26 @@ class ComposedPLD:
                                    for m, k in self._err_at)
             if t_max > 0.0:
                 v += sum(k * m.log_mgf_phase_error(c, t_max, self.direction) for m, k in self.entries)
+                v += self._own_phase_error(c, t_max)
             self._err_at_cache[key] = v
+        return v
+
+    def _own_phase_error(self, c: float, t_max: float) -> float:
+        """Phase rounding of the atoms A_j (when subtracted: ``has_atoms``) and exponential pieces C_j
+        this class evaluates on the line itself (``log_atoms_j``, ``log_pieces_j``, M_j = A_j + C_j for
+        the closed-form entries): sum_j k_j of :func:`atoms_phase_error` and, for pieces, of
+        ``phase_error`` over twice the largest |loss| of the entry's atoms and piece ends."""
+        from mechanisms._numerics import atoms_phase_error, phase_error
+
+        v = 0.0
+        for j, ((l, w), (_, k)) in enumerate(zip(self._atoms_j, self.entries, strict=True)):
+            if self.has_atoms:
+                v += k * atoms_phase_error(l, w, c, t_max)
+            if j in self._closed_set:
+                lo, hi = self._pieces_j[j][:2]
+                span = max(float(np.max(np.abs(lo))), float(np.max(np.abs(hi))),
+                           float(np.max(np.abs(l))) if len(l) else 0.0)
+                v += k * phase_error(t_max, 2.0 * span)
         return v
 
     @functools.cached_property

@@ -52,6 +52,46 @@ def complex_logsumexp(log_terms: np.ndarray, axis: int = 0) -> np.ndarray:
     return out
 
 
+#: ulps of t (1 + |l|) by which a computed phase t l may differ from the exact one: the stored loss l is
+#: accurate to 4 ulps of 1 + |l| (the atoms' contract, ``conversions.atoms.INPUT_ULPS``), the product t l
+#: rounds by half an ulp, the rest is margin (the trig calls' own error is a constant, not t-growing)
+PHASE_ULPS = 8.0
+
+
+def phase_error(t_max: float, loss_span: float) -> float:
+    """Phase rounding of a log-MGF kernel on Re s = c, |Im s| <= t_max, in the form of ``log_mgf_error``
+    (relative to M(c)), when every phase it forms is t x with |x| <= ``loss_span`` and the terms' moduli
+    on the line sum to at most M(c): |e^{ia} - e^{ib}| <= |a - b| gives
+    ``PHASE_ULPS`` u t_max (1 + loss_span) (an upper bound; 0 at t_max = 0)."""
+    if not t_max > 0.0:
+        return 0.0
+    return PHASE_ULPS * _U * t_max * (1.0 + loss_span) * (1.0 + 1e-9)
+
+
+def atoms_phase_error(losses: np.ndarray, masses: np.ndarray, c: float, t_max: float) -> float:
+    """Phase rounding of sum_i w_i e^{s l_i} (:func:`discrete_log_mgf`, the atoms kernels) on Re s = c,
+    |Im s| <= t_max, relative to M(c) >= A(c) = sum_i w_i e^{c l_i} (form of ``log_mgf_error``).
+
+    Term i's phase t l_i is off by at most ``PHASE_ULPS`` u t (1 + |l_i|); two atoms are summed as
+    e^{s l_i} (1 + r e^{s (l_j - l_i)}), whose phases are up to |l_i| + |l_j|.  Weighted by the terms'
+    moduli w_i e^{c l_i}: ``PHASE_ULPS`` u t_max (1 + E|L|) with E the tilted mean of |l| (of
+    |l_i| + |l_j| for two atoms), rounded up.  An upper bound; 0 without atoms or at t_max = 0."""
+    l = np.asarray(losses, dtype=float)
+    w = np.asarray(masses, dtype=float)
+    keep = w > 0
+    l, w = l[keep], w[keep]
+    if not t_max > 0.0 or l.size == 0:
+        return 0.0
+    if l.size <= 2:
+        return phase_error(t_max, float(np.sum(np.abs(l))))
+    with np.errstate(divide="ignore"):
+        lw = np.log(w) + c * l
+    a = np.exp(lw - np.max(lw))
+    # a weighted mean of non-negative numbers: relative rounding <= (n + 4) u, far below the margin
+    mean = float(np.sum(a * np.abs(l)) / np.sum(a)) * (1.0 + (l.size + 4.0) * _U)
+    return phase_error(t_max, mean)
+
+
 def discrete_log_mgf(s, losses: np.ndarray, masses: np.ndarray) -> np.ndarray:
     """log sum_i w_i exp(s l_i) for complex s (array), finite atoms (l_i, w_i), w_i > 0."""
     s = np.asarray(s, dtype=complex)

@@ -53,6 +53,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ._numerics import phase_error as _phase_error
+
 DIRECTIONS = ("remove", "add")
 RELATIONS = ("add_remove", "replace_one")
 
@@ -229,8 +231,10 @@ class Mechanism:
 
     def log_mgf_phase_error(self, c: float, t_max: float, direction: str = "remove") -> float:
         """Extra error of ``log_mgf`` (form of ``log_mgf_error``) on Re s = c, |Im s| <= t_max, growing
-        with t: kernels summing e^{i t l} over rounded losses l (0: closed forms, covered kernels)."""
-        return 0.0
+        with t (phases t l of rounded losses).  Default: pure eps-DP (|L| <= eps, phases of losses and
+        their differences) ``phase_error(t_max, 2 eps)``, else 0 (closed forms keep t l in log M)."""
+        e = self.pure_epsilon
+        return _phase_error(t_max, 2.0 * e) if math.isfinite(e) else 0.0
 
     @property
     def log_mgf_error(self) -> float:
@@ -253,10 +257,8 @@ class Mechanism:
         return 1.0
 
     def envelope_cost(self, c: float, direction: str = "remove") -> float:
-        """Cost of ``log_envelope_fn(c, direction)`` in the units of :meth:`mgf_cost` (default: 64 MGF calls).
-
-        The characteristic-function route meters its work per query with these hints (bounded work).
-        """
+        """Cost of ``log_envelope_fn(c, direction)`` in the units of :meth:`mgf_cost` (default: 64 MGF
+        calls); the characteristic-function route meters its work per query with these hints."""
         return 64.0 * cost_hint(self)(0.0, c, direction)
 
     def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
@@ -358,11 +360,9 @@ class Mechanism:
     # ------------------------------------------------------------------ exact profile of one use
     @property
     def exact_profile(self) -> bool:
-        """True when :meth:`exact_delta` gives the privacy profile of ONE use in closed form.
-
-        Plug-in hook of the single-use exact route (:mod:`accountant.routes`): a ledger holding one use of
-        one such mechanism is certified by ``exact_delta`` / ``exact_epsilon`` instead of numerically.
-        """
+        """True when :meth:`exact_delta` gives the privacy profile of ONE use in closed form (plug-in hook
+        of the single-use exact route, :mod:`accountant.routes`: a ledger holding one use of one such
+        mechanism is certified by ``exact_delta`` / ``exact_epsilon`` instead of numerically)."""
         return False
 
     @property
@@ -387,10 +387,8 @@ class Mechanism:
         return epsilon_bracket(lambda e: self.exact_delta(e, direction), d)
 
     def log_phi(self, t) -> tuple[np.ndarray, np.ndarray]:
-        """Log characteristic functions (remove pair L_{P,Q} under P, add pair L_{Q,P} under Q).
-
-        phi(t) = E[exp(i t L)] restricted to finite losses; ``t`` real array.
-        """
+        """Log characteristic functions phi(t) = E[exp(i t L)] restricted to finite losses (remove pair
+        L_{P,Q} under P, add pair L_{Q,P} under Q); ``t`` real array."""
         s = 1j * np.asarray(t, dtype=float)
         return self.log_mgf(s, "remove"), self.log_mgf(s, "add")
 

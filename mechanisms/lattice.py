@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from . import validation as V
-from ._numerics import discrete_log_mgf, log_binomial_coefficients
+from ._numerics import atoms_phase_error, discrete_log_mgf, log_binomial_coefficients, phase_error
 from ._rdp_kernels import rr_k_curve
 from .base import Mechanism, UnsupportedRoute, check_direction
 
@@ -98,6 +98,15 @@ class AtomicMechanism(Mechanism):
             return 0.0
         eps, m, log_scale = pw
         return 32.0 * 2.0 ** -53 * (m * (1.0 + eps) + abs(log_scale))
+
+    def log_mgf_phase_error(self, c: float, t_max: float, direction: str = "remove") -> float:
+        """Phase rounding of the atoms kernels on Re s = c, |Im s| <= t_max (form of ``log_mgf_error``):
+        :func:`mechanisms._numerics.atoms_phase_error` over ``pld_atoms(direction)``; for an RR(eps)^m
+        power, m times the two-atom bound (m log M_RR(s): phases t eps and 2 t eps per factor)."""
+        pw = self._rr_power()
+        if pw is not None and pw[0] > 0.0:
+            return pw[1] * phase_error(t_max, 3.0 * pw[0])
+        return atoms_phase_error(*self.pld_atoms(direction), c, t_max)
 
     def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
         check_direction(direction)
