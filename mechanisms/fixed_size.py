@@ -184,6 +184,31 @@ class FixedSizeGaussianReplaceOne(_FixedSizeStep):
     def log_mgf_error(self) -> float:
         return 1e-12
 
+    def log_mgf_phase_error(self, c: float, t_max: float, direction: str = "remove") -> float:
+        """The half-line kernels' t-growing rounding on Re s = c, |Im s| <= t_max (form of
+        ``log_mgf_error``; each half line's moduli integrate to at most M(c)).  On the window [mu/2, b]
+        of ``_range`` (|x| <= b, |l| <= L = |log q| + mu b + mu^2/2 + |log(1 - q)| + 1): the phase
+        t l(x) inherits l's rounding, 3 ulps of |log q| + mu x + mu^2/2 (the exponent) plus 2 of |l|
+        and 2 (log1p, exp), and the product's half ulp of t L; the nodes x + (1 + g) h / 2 are off by
+        ulps of b, which moves the integrand by t mu ulps of b (its phase's slope is t l' <= t mu); the
+        panels x += h leave gaps or overlaps of ulps of b per panel, and there are at most
+        t mu / 3 + ... panels per unit of x (h >= 3 / (t l'), the t-free part being in the constant).
+        Together u t_max (3 (|log q| + mu b + mu^2/2) + 2.5 L + 2 + 1.4 mu b), times 1.1; the larger of
+        the two half lines (w = s + 1 and -s).  An upper bound (measured errors are ~500x below it)."""
+        if not t_max > 0.0 or self.sample_rate == 1.0 or self.mu == 0.0:
+            return 0.0
+        from ._fixed_size_kernels import _range
+
+        q, mu = self.sample_rate, self.mu
+        lq, l1q = math.log(q), math.log1p(-q)
+        worst = 0.0
+        for wr in (c + 1.0, -c):
+            b = float(_range(wr, lq, l1q, mu, _SPAN)[1])
+            e = abs(lq) + mu * b + 0.5 * mu * mu
+            big_l = e + abs(l1q) + 1.0
+            worst = max(worst, 3.0 * e + 2.5 * big_l + 2.0 + 1.4 * mu * b)
+        return 1.1 * 2.0**-53 * t_max * worst
+
     def mgf_cost(self, t_max: float) -> float:
         return 20.0 * (4.0 + (t_max + 2.0) * self.mu * (self.mu + 8.0))
 
