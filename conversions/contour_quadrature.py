@@ -89,7 +89,51 @@ def _plan(pld: ComposedPLD, c: float, eps_ref: float, log_target: float) -> _Pla
 
 
 def _best_plan(pld: ComposedPLD, eps_ref: float, log_target: float,
-               c_hint: float | None = None) -> _Plan:
+               c_hint: float | None = None, error_floor: bool = False) -> _Plan:
+    """:func:`_fewest_nodes_plan`; with ``error_floor``, moved up to a line where the declared MGF errors
+    can meet the target (:func:`_above_error_floor`: for far tails, where the floor is near delta
+    itself; at ordinary targets, far below the accuracy asked for, it would only cost nodes)."""
+    plan = _fewest_nodes_plan(pld, eps_ref, log_target, c_hint)
+    return _above_error_floor(pld, plan, eps_ref, log_target) if error_floor else plan
+
+
+def _above_error_floor(pld: ComposedPLD, plan: _Plan, eps_ref: float, log_target: float) -> _Plan:
+    """The declared MGF errors limit the accuracy on the line Re s = c to about
+    expm1(err(c)) M(c) e^{-c eps} / (2c) (the nodes' kernel weights 1/|s (s + 1)| sum to at most
+    ~1/(2c)): far below the line's Chernoff scale (far tails, many steps of a numerical kernel) that
+    floor can exceed the target, and then no node count helps.  Higher lines lower it while
+    log M(c) - c eps falls: the first of the lines c 2^(k/4), k = 1..12, whose floor meets the target,
+    else the lowest floor (the plan unchanged when its floor already meets the target)."""
+    lam = log_target - math.log(4.0)
+
+    def floor(c: float) -> float:
+        err = math.expm1(min(pld.mgf_err_at(c, plan.u), 700.0))
+        lm = pld.log_mgf_real(c)
+        if not err > 0.0 or not math.isfinite(lm):
+            return -math.inf if err <= 0.0 else math.inf
+        return math.log(err) + lm - c * eps_ref - math.log(2.0 * c)
+
+    f0 = floor(plan.c)
+    if f0 <= lam:
+        return plan
+    best_c, best_f = plan.c, f0
+    for k in range(1, 13):
+        c = plan.c * 2.0 ** (k / 4.0)
+        if c >= pld.max_order * 0.98:
+            break
+        f = floor(c)
+        if f < best_f:
+            best_c, best_f = c, f
+        if f <= lam or f > best_f + 1.0:
+            break
+    if best_c == plan.c:
+        return plan
+    p = _plan(pld, best_c, eps_ref, log_target)
+    return plan if p is None else p
+
+
+def _fewest_nodes_plan(pld: ComposedPLD, eps_ref: float, log_target: float,
+                       c_hint: float | None = None) -> _Plan:
     """Among lines near the saddle point, the one needing the fewest nodes.
 
     Lines far above the saddle make the integrand much larger than delta (floating-point error grows

@@ -210,13 +210,14 @@ class _PartGrid:
     """One measure (core or remainder) evaluated on its own contour, or bounded by Chernoff alone."""
 
     def __init__(self, pld: C.ComposedPLD, eps_ref: float, log_target: float, skip_if_capped: bool,
-                 rtol: float, chernoff_only: bool = False, c_hint: float | None = None):
+                 rtol: float, chernoff_only: bool = False, c_hint: float | None = None,
+                 error_floor: bool = False):
         self.pld = pld
         self.grid = None
         self.c_ch = pld.saddle(eps_ref) if c_hint is None else pld.saddle_near(eps_ref, c_hint)
         self.log_ch0 = pld.chernoff_log_delta(self.c_ch, eps_ref)
         if not chernoff_only:
-            plan = C._best_plan(pld, eps_ref, log_target, c_hint=self.c_ch)
+            plan = C._best_plan(pld, eps_ref, log_target, c_hint=self.c_ch, error_floor=error_floor)
             self.grid = C._Grid(pld, C._check_plan(pld, plan, skip_if_capped, rtol))
         self._memo: dict = {}
 
@@ -296,10 +297,12 @@ def _other_cuts(x: float, chosen: float, lo: float, up: float, narrow, at_cut):
 
 
 def _parts(entries, direction: str, eps_ref: float, log_target: float, skip_if_capped: bool, rtol: float,
-           ell_cut: float | None, meter: _Meter, chernoff_only: bool = False, hints: dict | None = None):
+           ell_cut: float | None, meter: _Meter, chernoff_only: bool = False, hints: dict | None = None,
+           error_floor: bool = False):
     """(split, core, remainder) for a query near eps_ref (see ``CUT_FACTORS``); ``chernoff_only``: both
     parts bounded by their Chernoff bounds (a cheap, rigorous first pass).  ``hints`` (updated): the lines
-    found by the previous pass, where the line searches start."""
+    found by the previous pass, where the line searches start; ``error_floor``: integrated parts on lines
+    where the declared MGF errors can meet the target (``contour._best_plan``)."""
     hints = {} if hints is None else hints
     tgt = log_target + math.log(NEGLIGIBLE)
     factors = CUT_FACTORS if ell_cut is None else (ell_cut / max(eps_ref, 1e-300),)
@@ -322,9 +325,11 @@ def _parts(entries, direction: str, eps_ref: float, log_target: float, skip_if_c
             if chernoff_only:
                 return _sc, core_ch, rem_ch
             core = (core_ch if core_ch.log_ch0 < tgt
-                    else _PartGrid(_sc.core, eps_ref, log_target, skip_if_capped, rtol, False, core_ch.c_ch))
+                    else _PartGrid(_sc.core, eps_ref, log_target, skip_if_capped, rtol, False, core_ch.c_ch,
+                                   error_floor))
             rem = (rem_ch if rem_ch.log_ch0 < tgt
-                   else _PartGrid(_sc.rem, eps_ref, log_target, skip_if_capped, rtol, False, rem_ch.c_ch))
+                   else _PartGrid(_sc.rem, eps_ref, log_target, skip_if_capped, rtol, False, rem_ch.c_ch,
+                                  error_floor))
             return _sc, core, rem
 
         out = meter.run(sc.plds, plan)
@@ -365,21 +370,38 @@ def split_delta_bounds(entries, eps: float, direction: str = "remove", rtol: flo
     log_target = meter.run((full,), start)
     best = None
     hints: dict = {}
-    for _ in range(3):
+    cut = ell_cut
+    free = forced = 0  # passes at the rule's cuts (three at most, as before) and at the forced low cut
+    while forced < 2 and (free < 3 or cut is not ell_cut):
         try:
-            sc, core, rem = _parts(entries, direction, eps, log_target, skip_if_capped, rtol, ell_cut, meter,
-                                   hints=hints)
+            sc, core, rem = _parts(entries, direction, eps, log_target, skip_if_capped, rtol, cut, meter,
+                                   hints=hints, error_floor=cut is not ell_cut)
             est, lo, up = meter.run(sc.plds, lambda _c=core, _r=rem: _bracket(_c, _r, eps))
         except C.WorkLimitReached:
             if best is None:
                 raise
             break  # the limit came during a refinement: the certified bracket of the pass before stands
-        if best is None or up - lo < best[2] - best[1]:
+        if cut is ell_cut:
+            free += 1
+        else:
+            forced += 1
+        improved = best is None or up - lo < best[2] - best[1]
+        if improved:
             best = (est, lo, up, sc, core, rem)
         meter.answered = True
         if up - lo <= rtol * max(est, 1e-300) or est <= 0.0:
             break
-        log_target = math.log(max(est, 1e-300)) + math.log(rtol) - math.log(8.0)
+        if improved:
+            log_target = math.log(max(est, 1e-300)) + math.log(rtol) - math.log(8.0)
+        elif ell_cut is None and cut is None:
+            # a pass no narrower than the best: its estimate is no guide (far tails: the core's contour
+            # at a high cut meets its error floor, its bracket reaching the core's Chernoff bound), so
+            # integrate at the low cut (the last of CUT_FACTORS) from the best pass's target, twice
+            # at most (the second at the first one's estimate)
+            cut = _grid_cut(max(eps, 1e-9) * CUT_FACTORS[-1])
+            log_target = math.log(max(best[0], 1e-300)) + math.log(rtol) - math.log(8.0)
+        else:
+            break
     est, lo, up, sc, core, rem = best
     if ell_cut is None:
         def at_cut(cut):
