@@ -424,16 +424,6 @@ def split_delta_bounds(entries, eps: float, direction: str = "remove", rtol: flo
     return C.DeltaBounds(eps, min(max(est, lo), up), lo, up, direction, meter.mark(det))
 
 
-def _statistic_lower(entries, delta: float, direction: str) -> float:
-    """:func:`conversions.lower_bounds.epsilon_lower` (0 where it does not apply)."""
-    from .lower_bounds import epsilon_lower
-
-    try:
-        return float(epsilon_lower(entries, delta, direction))
-    except (ValueError, TypeError, ArithmeticError):
-        return 0.0
-
-
 def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: float = 1e-8, *,
                          skip_if_capped: bool = False, work_limit: float | None = None,
                          stats: dict | None = None, deadline: float | None = None) -> C.EpsilonBounds:
@@ -482,7 +472,6 @@ def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol:
     eps_ref = best.upper
     integrated = False
     capped: Exception | None = None
-    stat: float | None = None
     for _ in range(3):  # integrated passes (after a capped one, at a low cut: the core stays narrow)
         cut = 0.5 * eps_ref if capped is not None and not integrated else None
         try:
@@ -505,15 +494,6 @@ def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol:
         integrated = meter.answered = True
         if r.upper - r.lower <= EPS_RTOL * max(r.upper, 1e-12) or r.upper == 0.0:
             break
-        if stat is None and best.lower < 0.5 * best.upper:
-            # a wide bracket: the Chernoff passes planned far from the answer (near-atomic losses
-            # make the Chernoff bound loose, 3-50x at small sigma); a certified lower bound from a
-            # post-processing statistic (:mod:`conversions.lower_bounds`, ~20 ms), often within a few
-            # % of the answer, is a better place to plan the next pass
-            stat = meter.run((full,), lambda: _statistic_lower(entries, delta, direction))
-            if stat > best.lower:
-                eps_ref = 1.01 * stat
-                continue
         if abs(r.upper - eps_ref) <= 0.05 * eps_ref:
             break  # planned at the answer already: another pass would give the same grid
         eps_ref = best.upper
