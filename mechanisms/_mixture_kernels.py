@@ -47,6 +47,19 @@ def log_g_prime(x: float, logw: np.ndarray, m: np.ndarray) -> float:  # pragma: 
 
 
 @njit(cache=True)
+def _max_exponent(a: float, logw: np.ndarray, m: np.ndarray, h: float, x_lo: float,
+                  n: int) -> float:  # pragma: no cover - compiled
+    """max over the nodes x_j = x_lo + j h, j < n, of the real exponent -x^2/2 + a log g(x_j)."""
+    mx = -np.inf
+    for j in range(n):
+        x = x_lo + j * h
+        v = -0.5 * x * x + a * log_g(x, logw, m)
+        if v > mx:
+            mx = v
+    return mx
+
+
+@njit(cache=True)
 def trapezoid_log_mgf(c: float, t: float, add: bool, logw: np.ndarray, m: np.ndarray, h: float,
                       x_lo: float, x_hi: float) -> tuple[float, float]:  # pragma: no cover - compiled
     """(Re, Im) of log of h sum_j phi(x_j) g(x_j)^{a + i b} on x_j = x_lo + j h <= x_hi, where the exponent
@@ -56,13 +69,7 @@ def trapezoid_log_mgf(c: float, t: float, add: bool, logw: np.ndarray, m: np.nda
     else:
         a, b = 1.0 + c, t
     n = int(math.floor((x_hi - x_lo) / h)) + 1
-    # pass 1: the largest real exponent (max shift)
-    mx = -np.inf
-    for j in range(n):
-        x = x_lo + j * h
-        v = -0.5 * x * x + a * log_g(x, logw, m)
-        if v > mx:
-            mx = v
+    mx = _max_exponent(a, logw, m, h, x_lo, n)  # pass 1: the largest real exponent (max shift)
     acc_r = 0.0
     acc_i = 0.0
     for j in range(n):
@@ -197,12 +204,7 @@ def abs_x_moment(c: float, add: bool, logw: np.ndarray, m: np.ndarray, h: float,
     Re s = c (the tilted mean of |x|, for the phase-rounding bound of ``GaussianMixture``)."""
     a = -c if add else 1.0 + c
     n = int(math.floor((x_hi - x_lo) / h)) + 1
-    mx = -np.inf
-    for j in range(n):
-        x = x_lo + j * h
-        v = -0.5 * x * x + a * log_g(x, logw, m)
-        if v > mx:
-            mx = v
+    mx = _max_exponent(a, logw, m, h, x_lo, n)
     num = 0.0
     den = 0.0
     for j in range(n):
