@@ -26,7 +26,7 @@ rigorous bracket; it is intersected with the plain grid's bracket by the caller.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -52,6 +52,9 @@ class _LossPart(Mechanism):
     base: Mechanism = None  # type: ignore[assignment]
     cut: float = 0.0
     big: bool = False
+    #: shared by the two parts of one split: the base's last four cell-mass results (both parts of a
+    #: term ask for the same grids, the cut inserted), so that each is computed once
+    memo: dict = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
 
     name = "loss_part"
     pld_available = True
@@ -72,7 +75,7 @@ class _LossPart(Mechanism):
         the cell that holds the cut keeps the part on this side of it."""
         e = np.asarray(edges, dtype=float)
         k = int(np.searchsorted(e, self.cut, side="left"))  # e[k - 1] < cut <= e[k]
-        m, err = self.base.pld_cell_masses(np.insert(e, k, self.cut), direction)
+        m, err = self._base_masses(np.insert(e, k, self.cut), direction)
         m = np.asarray(m, dtype=float)
         err = np.broadcast_to(np.asarray(err, dtype=float), m.shape)
         out = np.zeros(e.size + 1)
@@ -84,6 +87,18 @@ class _LossPart(Mechanism):
             out[:k + 1] = m[:k + 1]
             out_err[:k + 1] = err[:k + 1]
         return out, out_err
+
+    def _base_masses(self, edges: np.ndarray, direction: str):
+        """``base.pld_cell_masses(edges, direction)``, from ``memo`` when the other part asked for the
+        same edges (compared exactly)."""
+        done = self.memo.get("cells", []) if self.memo is not None else []
+        for d, e, res in done:
+            if d == direction and e.shape == edges.shape and np.array_equal(e, edges):
+                return res
+        res = self.base.pld_cell_masses(edges, direction)
+        if self.memo is not None:
+            self.memo["cells"] = [(direction, edges, res)] + done[:3]
+        return res
 
     def pld_cell_offsets(self, edges: np.ndarray, direction: str = "remove"):
         return None  # round-up cells (few steps: T Delta is affordable)
@@ -132,8 +147,9 @@ class SplitPLD:
             self.rem = math.exp(log_mass(j_max + 1)) / (1.0 - rho) * (1 + 1e-12)
         else:
             self.rem = 0.0
-        core = _LossPart(base=mech, cut=cut, big=False)
-        big = _LossPart(base=mech, cut=cut, big=True)
+        memo: dict = {}
+        core = _LossPart(base=mech, cut=cut, big=False, memo=memo)
+        big = _LossPart(base=mech, cut=cut, big=True, memo=memo)
         self.terms = []  # (j, C(T, j) as float (rounded up / down), evaluator or None, mass bound)
         for j in range(j_max + 1):
             lc = _log_binom(t, j)

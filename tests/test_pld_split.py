@@ -136,9 +136,9 @@ def test_split_bracket_against_the_dpsgd_reference_live():
 def test_parts_partition_the_cell_masses():
     """The two parts' cell masses add up to the mechanism's, on edges that do and do not hold the cut."""
     mech = SubsampledGaussian(sigma=1.0, sample_rate=1e-3)
-    for cut in (0.01, 0.0125):
-        core = pld_split._LossPart(base=mech, cut=cut, big=False)
-        big = pld_split._LossPart(base=mech, cut=cut, big=True)
+    for cut, memo in ((0.01, None), (0.0125, None), (0.01, {}), (0.0125, {})):
+        core = pld_split._LossPart(base=mech, cut=cut, big=False, memo=memo)
+        big = pld_split._LossPart(base=mech, cut=cut, big=True, memo=memo)
         edges = np.arange(-4, 400) * 0.0025
         m, _ = mech.pld_cell_masses(edges, "remove")
         mc, _ = core.pld_cell_masses(edges, "remove")
@@ -146,6 +146,13 @@ def test_parts_partition_the_cell_masses():
         np.testing.assert_allclose(mc + mb, m, rtol=1e-12, atol=1e-300)
         k = int(np.searchsorted(edges, cut, side="left"))
         assert np.all(mc[k + 1:] == 0) and np.all(mb[:k] == 0)
+        if memo is not None:  # the shared memo: the second part reused the first one's base masses,
+            assert len(memo["cells"]) == 1  # and other edges or the other direction are not confused
+            ma, _ = big.pld_cell_masses(edges, "add")
+            np.testing.assert_array_equal(ma, pld_split._LossPart(base=mech, cut=cut, big=True)
+                                          .pld_cell_masses(edges, "add")[0])
+            mc2, _ = core.pld_cell_masses(edges[:-1], "remove")
+            assert mc2.shape == (edges.size,) and len(memo["cells"]) == 3
 
 
 def test_delta_query_uses_the_split_and_stays_sound():
