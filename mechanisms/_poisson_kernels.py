@@ -314,19 +314,15 @@ def sg_phase_moment(c, q, mu, add, dx_max, span, xcut, tau, part):  # pragma: no
     wr = -c if add else c + 1.0
     lo, hi = _search_range(wr, q, mu, lq, l1q, span)
     fmax, a, b = _mgf_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span)
-    m, dx = _grid_step(a, b, _part_step(0.0, wr, q, mu, lq, l1q, b, dx_max, tau, part))
+    g, el, dx = _line_grid(0.0, wr, q, mu, lq, l1q, a, b, dx_max, fmax, xcut, tau, part, 1.0)
     s0 = 0.0
     s1 = 0.0
-    for i in range(m + 1):
+    for i in range(g.shape[0]):
         x = a + i * dx
-        ell = _ell(x, q, mu, lq, l1q)
-        g = math.exp(-0.5 * x * x + wr * ell - fmax + split_log_weight(x, xcut, tau, part))
-        if i == 0 or i == m:
-            g *= 0.5
         y = lq + mu * x - 0.5 * mu * mu - l1q
         sig = 1.0 / (1.0 + math.exp(-y)) if y > -700.0 else 0.0
-        s0 += g
-        s1 += g * (5.0 * abs(ell) + 4.0 * sig * (abs(lq) + mu * abs(x) + 0.5 * mu * mu))
+        s0 += g[i]
+        s1 += g[i] * (5.0 * abs(el[i]) + 4.0 * sig * (abs(lq) + mu * abs(x) + 0.5 * mu * mu))
     return s1 / s0
 
 
