@@ -44,6 +44,16 @@ __all__ = ["GaussianPair"]
 U = 2.0 ** -53
 
 
+def _log_modulus_terms(cc: float, p: np.ndarray, k: np.ndarray, b2: np.ndarray, t):
+    """Per coordinate, -log|1 - s k| / 2 + Re(s^2 / (1 - s k)) beta^2 / 2 at s = cc + it (log|M(s)| is
+    their sum plus sum cc kappa; p = 1 - cc k, b2 = beta^2; t a scalar or a column of values), and
+    |1 - s k|^2."""
+    tt = t * t
+    mod2 = p * p + tt * k * k
+    re_frac = (cc * cc * p - tt * (1.0 + cc * k)) / mod2
+    return -0.25 * np.log(mod2) + 0.5 * b2 * re_frac, mod2
+
+
 @register
 @dataclass(frozen=True)
 class GaussianPair(ContinuousUnlessTrivial):
@@ -162,17 +172,19 @@ class GaussianPair(ContinuousUnlessTrivial):
         t0, t1 = ts[:-1, None], ts[1:, None]
         s1 = np.hypot(cc, t1)
         den = np.maximum(p, np.abs(t0 * k))
-        mod2_0, mod2_1 = p * p + t0 * t0 * k * k, p * p + t1 * t1 * k * k
+        b2 = beta * beta
+        at_0, mod2_0 = _log_modulus_terms(cc, p, k, b2, t0)  # (and |1 - s k|^2 at the cells' ends)
+        mod2_1 = p * p + t1 * t1 * k * k
         lg = 0.5 * np.maximum(np.abs(np.log(mod2_0)), np.abs(np.log(mod2_1))) + 0.5 * math.pi
         r = 2.0 + np.abs(cc * k) / p
         terms = (0.5 * s1 * (a * d * d + np.abs(np.log(a))) + 0.5 * lg
                  + r * s1 * s1 * beta * beta / (2.0 * den) + r)
         big_s = np.sum(terms, axis=1)
-        # log |M(c + i t0)| - log M(c) (the envelope's formula, module docstring; <= 0), rounded up by
-        # 1e-12 of its terms' moduli
-        re_frac = (cc * cc * p - t0 * t0 * (1.0 + cc * k)) / mod2_0
-        parts = -0.25 * np.log(mod2_0 / (p * p)) + 0.5 * beta * beta * (re_frac - cc * cc / p)
-        log_mod = np.sum(parts, axis=1) + 1e-12 * (1.0 + np.sum(np.abs(parts), axis=1))
+        # log |M(c + i t0)| - log M(c) (the envelope's terms, module docstring; <= 0), rounded up by
+        # 1e-12 of the terms' moduli
+        at_c, _ = _log_modulus_terms(cc, p, k, b2, 0.0)
+        scale = np.sum(np.abs(at_0) + np.abs(at_c), axis=1)
+        log_mod = np.sum(at_0 - at_c, axis=1) + 1e-12 * (1.0 + scale)
         mods = np.exp(np.minimum(log_mod, 0.0))
         x = U * (16.0 + 2.0 * math.log2(len(k) + 1.0)) * big_s
         worst = float(np.max(mods * np.expm1(np.minimum(x, 700.0))))
@@ -223,11 +235,7 @@ class GaussianPair(ContinuousUnlessTrivial):
         b2 = beta * beta
 
         def env(t: float) -> float:
-            # log|M| = sum [c kappa - log|1 - s k| / 2 + Re(s^2 / (1 - s k)) beta^2 / 2], s = cc + it
-            tt = t * t
-            mod2 = p * p + tt * k * k
-            re_frac = (cc * cc * p - tt * (1.0 + cc * k)) / mod2
-            return const + float(np.sum(-0.25 * np.log(mod2) + 0.5 * b2 * re_frac)) + err
+            return const + float(np.sum(_log_modulus_terms(cc, p, k, b2, t)[0])) + err
 
         return env
 
