@@ -396,10 +396,9 @@ def split_delta_bounds(entries, eps: float, direction: str = "remove", rtol: flo
         elif ell_cut is None and cut is None:
             # a pass no narrower than the best: its estimate is no guide (far tails: the core's contour
             # at a high cut meets its error floor, its bracket reaching the core's Chernoff bound), so
-            # integrate at the low cut (the last of CUT_FACTORS) from the best pass's target, twice
-            # at most (the second at the first one's estimate)
+            # integrate at the low cut (the last of CUT_FACTORS), twice at most (the second at the first
+            # one's estimate); log_target is still the best pass's (set when it improved)
             cut = _grid_cut(max(eps, 1e-9) * CUT_FACTORS[-1])
-            log_target = math.log(max(best[0], 1e-300)) + math.log(rtol) - math.log(8.0)
         else:
             break
     est, lo, up, sc, core, rem = best
