@@ -133,6 +133,8 @@ class ComposedPLD:
             if t_max > 0.0:
                 v += sum(k * m.log_mgf_phase_error(c, t_max, self.direction) for m, k in self.entries)
                 v += self._own_phase_error(c, t_max)
+            if math.isnan(v):  # (never a NaN error bound, from any mechanism: the line counts as failed)
+                raise FloatingPointError(f"a NaN declared log-MGF error on the line Re s = {c}")
             self._err_at_cache[key] = v
         return v
 

@@ -13,6 +13,7 @@ import math
 
 import mpmath as mp
 import numpy as np
+import pytest
 
 from mechanisms import DiscreteGaussian, Laplace
 from mechanisms._numerics import (
@@ -216,3 +217,27 @@ def test_mixture_and_fixed_size_kernels_vs_quadrature():
         assert err < 1e-13
     finally:
         mp.mp.dps = 30
+
+
+def test_a_nan_declared_error_fails_the_line_not_the_bound(monkeypatch):
+    """Whatever mechanism declares a NaN phase-rounding error, ``ComposedPLD.mgf_err_at`` raises
+    (FloatingPointError: the contour line counts as failed) instead of carrying the NaN into the node
+    error terms, where min/max comparisons would silently drop it.  The accountant then answers from
+    another route: a finite certificate that overlaps the unpatched one (both certified)."""
+    from accountant import PrivacyAccountant
+    from conversions.contour_pld import ComposedPLD
+    from mechanisms import SubsampledGaussian
+
+    def query():
+        return PrivacyAccountant().step(sigma=1.1, sample_rate=0.01, steps=1000).certificate(delta=1e-5)
+
+    ref = query()
+    monkeypatch.setattr(SubsampledGaussian, "log_mgf_phase_error",
+                        lambda self, c, t_max, direction="remove": float("nan"))
+    pld = ComposedPLD([(SubsampledGaussian(sigma=1.1, sample_rate=0.01), 1000)])
+    assert pld.mgf_err_at(2.0) == pld.mgf_err  # (no nodes: no phase term)
+    with pytest.raises(FloatingPointError):
+        pld.mgf_err_at(2.0, 100.0)
+    got = query()
+    assert math.isfinite(got.epsilon) and math.isfinite(got.lower_bound)
+    assert got.lower_bound <= ref.epsilon and ref.lower_bound <= got.epsilon
