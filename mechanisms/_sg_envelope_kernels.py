@@ -19,7 +19,7 @@ _CACHE_POINTS = 1 << 22  # grid points whose per-point values the envelope const
 
 
 @njit(cache=True)
-def sg_envelope_constants(c, q, mu, add, dx, xcut, tau, part, bins, hist,
+def sg_envelope_constants(c, q, mu, add, dx, xcut, tau, part, bins, hist, cuts,
                           cache_points=_CACHE_POINTS):  # pragma: no cover - compiled
     """Constants of a rigorous decay bound on |M(c + it)| / M(c) for the subsampled Gaussian, and the
     histogram of the tilted loss law behind its curvature bands.
@@ -36,9 +36,15 @@ def sg_envelope_constants(c, q, mu, add, dx, xcut, tau, part, bins, hist,
       normaliser.
     Mass and TV come from a fine trapezoid grid of step ``dx`` (the caller applies safety factors);
     ``bins`` (zeros on entry) is the work array of the fine bins of V, filled like ``hist`` by the
-    bin-aligned walk of :func:`_loss_histogram` (every mass inside its bin).  When TV is not finite the
-    histogram is not built (the caller keeps only the trivial bound).  ``part`` >= 0: the same for the
-    split part's weighted density (``sg_log_mgf``); ``part`` = -1: no split.  Grids of at most
+    bin-aligned walk of :func:`_loss_histogram` (every mass inside its bin).
+    ``cuts`` (shape (K, 4)) receives the constants of the split bound at K outputs x_k spread evenly
+    over the grid (:func:`_split_cuts`, same scale as ``mass``): splitting the tilted law at x_k into a
+    part bounded by its mass and a part bounded by integration by parts,
+    |M(c + it)| <= mass(one side of x_k) + (f(x_k) + TV of f on the other side) / |t|
+    (f: the tilted density in the loss variable), for both sides; it holds where the whole TV is
+    infinite (the density's spike near log(1 - q) at tiny sigma lies on the mass side).  When TV is not
+    finite the histogram is not built (the caller keeps the split bound only).  ``part`` >= 0: the same
+    for the split part's weighted density (``sg_log_mgf``); ``part`` = -1: no split.  Grids of at most
     ``cache_points`` points keep their per-point values between the passes (the same results bit for
     bit; a test compares both paths).
 
@@ -88,6 +94,12 @@ def sg_envelope_constants(c, q, mu, add, dx, xcut, tau, part, bins, hist,
     mass = 0.0
     tv = 0.0
     prev = 0.0
+    # the split bound's constants at every ``stride``-th point (slot k = i // stride): the mass before
+    # the point, the density g and f there, and the TV of f since the previous slot's point
+    n_cuts = cuts.shape[0]
+    stride = max(1, (m + n_cuts) // n_cuts)
+    seg_tv = 0.0
+    f_first = 0.0
     u_lo = np.inf
     u_hi = -np.inf
     x_first = hi
@@ -120,8 +132,19 @@ def sg_envelope_constants(c, q, mu, add, dx, xcut, tau, part, bins, hist,
         f = math.exp(lf) if lf < 700 else np.inf
         if i > 0:
             tv += abs(f - prev)
+            seg_tv += abs(f - prev)
+        else:
+            f_first = f
         prev = f
+        if i % stride == 0 and i // stride < n_cuts:
+            k = i // stride
+            cuts[k, 0] = mass - g * dx  # (mass already holds this point's cell)
+            cuts[k, 1] = seg_tv
+            cuts[k, 2] = f
+            cuts[k, 3] = g
+            seg_tv = 0.0
     tv += prev
+    _split_cuts(cuts, m // stride + 1, mass, dx, f_first, seg_tv + prev)
     log_mc = gmax + math.log(mass)
     tv_norm = tv / mass  # TV / M(c)
     if not math.isfinite(tv_norm):
@@ -165,6 +188,36 @@ def sg_envelope_constants(c, q, mu, add, dx, xcut, tau, part, bins, hist,
         v += 2.0 * acc * ((d - 1) * b) ** 2
     bh = _loss_histogram(c, q, mu, add, dx, gmax, u_lo, u_hi, x_first, x_last, xcut, tau, part, hist)
     return log_mc, tv_norm, v, gmax, mass, u_lo, bh, x_first, x_last
+
+
+@njit(**_HELPER)
+def _split_cuts(cuts, n, mass, dx, f_first, tail_tv):  # pragma: no cover - compiled
+    """Turn the per-slot records of :func:`sg_envelope_constants` (rows 0..n-1: mass before x_k, TV of
+    f since the previous slot, f(x_k), g(x_k)) into the split bound's constants, in place:
+    (mass of x <= x_k, f(x_k) + TV of f on x >= x_k, mass of x >= x_k, f(x_k) + TV of f on x <= x_k),
+    the masses with one cell g(x_k) dx of margin.  ``tail_tv``: the TV after the last slot including
+    the closing f(x_end) (f -> 0 past the grid); ``f_first``: f at the grid's start.  Rows from n on
+    (no slot) get the trivial constants (mass, inf, mass, inf).  A TV term is infinite only where
+    its side holds an infinite f (an overflowed spike), never NaN."""
+    n = min(n, cuts.shape[0])
+    seg = cuts[:n, 1].copy()
+    f = cuts[:n, 2].copy()
+    suffix = tail_tv  # TV of f on x >= x_k: the segments after slot k and the tail (an infinite
+    for k in range(n - 1, -1, -1):  # spike only reaches the sums over its own side, never a NaN)
+        cuts[k, 1] = f[k] + suffix
+        suffix += seg[k]
+    prefix = f_first  # TV of f on x <= x_k: the start's jump and the segments up to slot k
+    for k in range(n):
+        prefix += seg[k]
+        below, g = cuts[k, 0], cuts[k, 3]
+        cuts[k, 0] = below + 2.0 * g * dx
+        cuts[k, 2] = mass - below + g * dx
+        cuts[k, 3] = f[k] + prefix
+    for k in range(n, cuts.shape[0]):
+        cuts[k, 0] = mass
+        cuts[k, 1] = np.inf
+        cuts[k, 2] = mass
+        cuts[k, 3] = np.inf
 
 
 @njit(**_HELPER)

@@ -24,6 +24,12 @@ SubsampledGaussian(sigma, sample_rate, sensitivity)
       e^{cL}-tilted density of the loss (integration by parts), and for smaller t the curvature bound
       |M|^2 / M(c)^2 <= 1 - 2 t^2 V(pi / t) / pi^2 with V(r) = E[(X - X')^2; |X - X'| <= r] bounded on
       bands of t from the tilted loss histogram; TV and V come from fine grids with 10 % margins.
+      Near-atomic laws (small q and sigma: the tilted mass crowds within ~q e^{-mu^2} of log(1 - q),
+      finer than the bands resolve, and TV / t only acts past t ~ 1e7 or overflows) take the split
+      bound: split at an output x_k, one side bounded by its mass, the other by parts,
+      |M(c + it)| / M(c) <= m_k + (f(x_k) + TV of f on that side) / |t|, minimised over 256 points x_k
+      and both sides (same margins).  At q = 1e-3, sigma = 0.3, T = 1e5 this took a contour from its
+      node cap (4097 nodes, a 1 % bracket, 2.7 s) to 129 nodes (13 ms, 3e-8).
     * Total variation (delta(0) of both pairs): q erf(mu / (2 sqrt 2)), exact.
 
 PoissonSubsampled(base, sample_rate)
@@ -41,7 +47,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import validation as V
-from ._numerics import log_expm1_float
 from ._poisson_kernels import (
     poisson_rdp_int,
     sg_line_log_mgf,
@@ -50,9 +55,9 @@ from ._poisson_kernels import (
     sg_search_range,
     sg_window,
 )
-from ._sg_envelope_kernels import sg_envelope_constants, sg_loss_histogram
 from .base import Mechanism, as_complex_array, check_direction
 from .registry import register
+from .sg_envelope import sg_envelope
 
 #: integer RDP orders above this are not summed exactly (the binomial sum costs O(alpha) per order: an
 #: order grid growing to alpha = 1e8 took minutes); there the base mechanism's RDP, an upper bound
@@ -91,74 +96,6 @@ def sg_phase_error(c: float, t_max: float, args: tuple) -> float:
     if not math.isfinite(moment):  # (never a NaN error bound: the routes treat this as a failed line)
         raise FloatingPointError(f"non-finite phase-rounding weight of the subsampled Gaussian at c = {c}")
     return _U * (t_max * (1.1 * moment + 2.0 * abs(math.log1p(-q)) + 4.0) + 64.0) * (1.0 + 1e-9)
-
-
-def _curvature_bands(u_min: float, b: float, hist: np.ndarray, total: float,
-                     t_max: float) -> tuple[np.ndarray, np.ndarray]:
-    """Band edges t_0 < ... < t_K = t_max and V_k <= E[(X - X')^2; |X - X'| <= pi / t_k] (X, X' iid).
-
-    From a histogram with bin width b whose masses lie inside their bins (the envelope kernels' walk is
-    aligned to the bins): a pair of bins at index distance d is at distance in [(d - 1) b, (d + 1) b],
-    so V(r) >= 2 sum_{2 <= d, (d + 1) b <= r} ((d - 1) b)^2 P(d) with P the autocorrelation of the
-    normalised masses (FFT; its rounding error is subtracted).  V_k holds for
-    every t <= t_k; band 0 (t <= t_0) covers all pairs.
-    """
-    n = hist.size
-    p = hist / max(total, float(hist.sum()), 1e-300)
-    f = np.fft.rfft(p, 2 * n)
-    ac = np.fft.irfft(f * np.conj(f), 2 * n)[:n]
-    ac = np.maximum(ac - 1e-13 * math.log2(2 * n), 0.0)
-    d = np.arange(n, dtype=float)
-    w = np.where(d >= 2, ((d - 1.0) * b) ** 2, 0.0)
-    cum = 2.0 * np.cumsum(w * ac)
-    t_full = math.pi / ((n + 1) * b)  # r = pi / t_full covers every pair
-    edges = [t_max]
-    while edges[-1] > t_full and len(edges) < 80:
-        edges.append(edges[-1] / math.sqrt(2.0))
-    edges = np.array(edges[::-1])
-    dmax = np.floor(math.pi / edges / b) - 1.0
-    idx = np.minimum(dmax, n - 1).astype(np.int64)
-    v = np.where(dmax >= 2, cum[np.maximum(idx, 0)], 0.0)
-    return edges, v
-
-
-def _x_of_loss(ell: float, q: float, mu: float) -> float:
-    """The output x with l(x) = ell, l(x) = log(1 - q + q e^{mu x - mu^2/2}) (increasing; -inf at or
-    below log(1 - q))."""
-    l1q = math.log1p(-q)
-    d = ell - l1q
-    if not d > 0.0:
-        return -math.inf
-    y = l1q + log_expm1_float(d) - math.log(q)
-    return y / mu + mu / 2.0
-
-
-def _bulk_window(u_min: float, b: float, hist: np.ndarray, total: float) -> tuple[float, float] | None:
-    """[u_lo, u_hi] around the 0.5 %..99.5 % quantiles of a histogram's mass (one bin of margin), when that
-    window spans at most 1/64 of the histogram (else None: the histogram resolves the bulk already)."""
-    tot = float(hist.sum())
-    if not tot > 0.0:
-        return None
-    cum = np.cumsum(hist) / tot
-    k_lo = int(np.searchsorted(cum, 0.005))
-    k_hi = int(np.searchsorted(cum, 0.995))
-    if k_hi - k_lo + 3 > hist.size // 64:
-        return None
-    return u_min + (k_lo - 1) * b, u_min + (k_hi + 2) * b
-
-
-def _merge_bands(e1: np.ndarray, v1: np.ndarray, e2: np.ndarray,
-                 v2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Bands of two ``_curvature_bands`` results (both ending at the same t_max) merged: on every band of
-    the union of the edges, the larger of the two lower bounds valid at its right end (V(pi / t) is
-    non-increasing in t, and each result's V_k holds for every t <= its own t_k)."""
-    edges = np.union1d(e1, e2)
-
-    def at(e: np.ndarray, v: np.ndarray) -> np.ndarray:
-        k = np.searchsorted(e, edges)
-        return np.where(k < e.size, v[np.minimum(k, e.size - 1)], 0.0)
-
-    return edges, np.maximum(at(e1, v1), at(e2, v2))
 
 
 def _interpolate_cgf(alpha: np.ndarray, int_eps) -> np.ndarray:
@@ -205,59 +142,6 @@ def sg_log_mgf_real(c: float, args: tuple) -> float:
     re, im = np.empty(1), np.empty(1)
     sg_log_mgf(np.array([float(c)]), np.zeros(1), *args, re, im)
     return float(re[0])
-
-
-def sg_envelope(c: float, q: float, mu: float, add: bool, dx: float, xcut: float = 0.0, tau: float = 1.0,
-                part: int = -1):
-    """t -> log of a bound on |M(c + it')| for all |t'| >= t, for the subsampled Gaussian (0 < q < 1) or,
-    with ``part`` >= 0, for one part of its split P-measure (see :class:`SubsampledGaussian`'s
-    ``log_envelope_fn`` for the bound; the same construction on the part's weighted density)."""
-    hist = np.zeros(1 << 13)
-    log_mc, tv_norm, v_fine, gmax, total, u_min, b, x_first, x_last = sg_envelope_constants(
-        c, q, mu, add, dx, xcut, tau, part, np.zeros(1 << 14), hist)
-    if not math.isfinite(tv_norm):
-        # the loss density's total variation overflowed (tiny sigma: the density in the loss variable
-        # exceeds e^700 near log(1 - q)); keep only the trivial bound |M(c + it)| <= M(c)
-        return lambda t: log_mc
-    if not math.isfinite(v_fine):
-        v_fine = 0.0  # V >= 0 always holds (a smaller V only weakens the bound)
-    tv_norm *= 1.1
-    t_max = 2.0 * tv_norm / 1.1
-    edges, v_band = _curvature_bands(u_min, b, hist, total, t_max)
-    if part >= 0:
-        # a split part's tilted law can hold its bulk in a few bins of the full-range histogram (a
-        # narrow core next to a tail reaching the cut): a second, fine histogram over the bulk's window
-        # (pairs outside it dropped, which only lowers V) resolves it; per band the larger V holds
-        window = _bulk_window(u_min, b, hist, total)
-        if window is not None:
-            # walk only the outputs x whose loss falls in the window (the loss is monotone in x)
-            xs = sorted(_x_of_loss(-u if add else u, q, mu) for u in window)
-            x_a, x_b = max(x_first, xs[0] - dx), min(x_last, xs[1] + dx)
-            if x_a < x_b:
-                fine = np.zeros(1 << 13)
-                b_fine = sg_loss_histogram(c, q, mu, add, dx, gmax, *window, x_a, x_b, xcut, tau, part, fine)
-                edges, v_band = _merge_bands(edges, v_band,
-                                             *_curvature_bands(window[0], b_fine, fine, total, t_max))
-    v_band = 0.9 * np.maximum(v_band, v_fine)
-    with np.errstate(over="ignore", invalid="ignore"):  # t^2 V beyond float range: near bound 0
-        curv = np.where(v_band > 0.0, np.r_[0.0, edges[:-1]] ** 2 * v_band, 0.0)
-    near_at = np.sqrt(np.maximum(0.0, 1.0 - 2.0 * curv / math.pi**2))
-    # suffix maxima of the bands' left-end values (the sup of near over t' >= the band's start)
-    suffix = np.maximum.accumulate(near_at[::-1])[::-1]
-    far_cap = tv_norm / t_max
-
-    def env(t: float) -> float:
-        t = abs(t)
-        if t >= t_max:
-            val = tv_norm / t
-        else:
-            k = int(np.searchsorted(edges, t))  # band k: (edges[k-1], edges[k]]
-            near = math.sqrt(max(0.0, 1.0 - 2.0 * t * t * v_band[k] / math.pi**2))
-            later = suffix[k + 1] if k + 1 < suffix.size else 0.0
-            val = max(near, later, far_cap)
-        return log_mc + math.log(min(1.0, val) + 1e-300)
-
-    return env
 
 
 @register

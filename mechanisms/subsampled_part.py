@@ -12,6 +12,7 @@ import numpy as np
 
 from ._poisson_kernels import _add_peak, sg_log_mgf_in_window, sg_search_range, sg_window
 from .base import Mechanism, as_complex_array, check_direction
+from .sg_envelope import sg_envelope
 from .subsampled import (
     _OP_CF,
     _OP_CS,
@@ -20,7 +21,6 @@ from .subsampled import (
     _OP_ROT,
     _SPAN,
     SubsampledGaussian,
-    sg_envelope,
     sg_log_mgf_real,
     sg_phase_error,
     sg_quadrature,

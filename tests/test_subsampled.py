@@ -492,12 +492,40 @@ def test_envelope_bounds_the_mgf_and_is_not_weak(q, sigma, direction):
             assert env(3.0) - lmc <= 0.25 * true3
 
 
+@pytest.mark.parametrize("q,sigma,c,direction", [
+    (1e-3, 0.3, 0.18, "remove"), (1e-3, 0.3, 0.5, "add"), (1e-5, 0.4, 0.5, "remove"),
+    (1e-2, 0.05, 0.02, "remove"), (1e-2, 0.05, 0.5, "add")])
+def test_envelope_split_bound_near_atomic(q, sigma, c, direction):
+    """Near-atomic laws (small q and sigma: almost all tilted mass within ~q e^{-mu^2} of log(1 - q),
+    where the loss density peaks at ~1e7 or overflows): the curvature bands cannot resolve the atom and
+    TV / t only acts past t ~ 1e7, so the bound comes from the split of the law at an output x_k (mass
+    on one side, integration by parts on the other).  It must stay above log|M| (quadrature, checked
+    against mpmath in this file and below at t = 30) for every t' >= t, be non-increasing, and decay:
+    at t = 1000 at least 1/100 of the true log-decay (it was 0 before the split bound: a contour at
+    q = 1e-3, sigma = 0.3, T = 1e5 needed its whole node cap for a 1 % bracket)."""
+    m = SubsampledGaussian(sigma=sigma, sample_rate=q)
+    env = m.log_envelope_fn(c, direction)
+    lmc = m.log_mgf_real(c, direction)
+    ts = np.geomspace(0.01, 2000.0, 36)
+    vals = np.array([env(t) for t in ts])
+    assert np.all(np.diff(vals) <= 1e-12)
+    for t, e in zip(ts, vals, strict=True):
+        true = float(np.max(m.log_mgf(c + 1j * t * np.array([1.0, 1.003, 1.05, 1.3, 2.0, 5.0]),
+                                      direction).real))
+        assert true <= e + 1e-12, (t, true, e)
+    true_1000 = float(m.log_mgf(np.array([c + 1000j]), direction)[0].real) - lmc
+    assert env(1000.0) - lmc <= 0.01 * true_1000 < 0.0
+    if sigma == 0.3:
+        ref = _mgf_quad(c + 30j, q, sigma, direction)
+        assert float(mp.log(abs(ref))) <= env(30.0) + 1e-12
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2])
 def test_envelope_bounds_the_mgf_on_random_settings(seed):
     """The decay envelope of the subsampled Gaussian and of its split parts never falls below log|M|
     (by the quadrature, itself checked against mpmath in this file and in test_split.py) on random
-    settings: q in [1e-5, 0.8], sigma in [0.3, 5], c in [0.1, 20], both directions, parts with cuts in
+    settings: q in [1e-6, 0.8], sigma in [0.25, 5], c in [0.1, 20], both directions, parts with cuts in
     [-1, 4] and tau down to 0.05; t from 0.01 to 3000, each against |M| at t x (1, 1.01, 1.1, 1.5, 2, 4).
     A property test of the whole construction (TV, curvature bands, margins); the premise that every
     histogram mass lies inside its bin is tested exactly below."""
@@ -506,7 +534,7 @@ def test_envelope_bounds_the_mgf_on_random_settings(seed):
     rng = np.random.default_rng(seed)
     ts = np.geomspace(0.01, 3000.0, 40)
     for _ in range(40):
-        q, sigma = 10 ** rng.uniform(-5, -0.1), 10 ** rng.uniform(-0.5, 0.7)
+        q, sigma = 10 ** rng.uniform(-6, -0.1), 10 ** rng.uniform(-0.6, 0.7)
         c, direction = 10 ** rng.uniform(-1, 1.3), ("remove", "add")[int(rng.integers(0, 2))]
         if rng.random() < 0.5:
             m = SubsampledGaussian(sigma=sigma, sample_rate=q)
@@ -532,12 +560,12 @@ def test_envelope_constants_cached_passes_equal_streaming(part, xcut, tau, add):
         args = (c, q, mu, add, min(0.004, 0.04 / mu), xcut, tau, part)
         outs = []
         for cache_points in (1 << 22, 0):
-            bins, hist = np.zeros(1 << 14), np.zeros(1 << 13)
-            outs.append((sg_envelope_constants(*args, bins, hist, cache_points), bins, hist))
-        (r1, b1, h1), (r2, b2, h2) = outs
+            bins, hist, cuts = np.zeros(1 << 14), np.zeros(1 << 13), np.zeros((256, 4))
+            outs.append((sg_envelope_constants(*args, bins, hist, cuts, cache_points), bins, hist, cuts))
+        (r1, b1, h1, k1), (r2, b2, h2, k2) = outs
         assert np.isfinite(r1[1]) and h1.sum() > 0.0  # the case builds its histogram
         assert r1 == r2, args
-        assert np.array_equal(b1, b2) and np.array_equal(h1, h2), args
+        assert np.array_equal(b1, b2) and np.array_equal(h1, h2) and np.array_equal(k1, k2), args
 
 
 @pytest.mark.parametrize("q,mu,c,add,part,xcut,tau", [
