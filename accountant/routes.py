@@ -46,7 +46,6 @@ from .route_errors import RouteDeferred, RouteTimedOut, RouteUnavailable  # noqa
 @dataclass
 class QueryContext:
     """What a route may use besides the ledger: the target accuracy and the accountant's caches.
-
     ``cache`` lives as long as the ledger is unchanged (the accountant clears it on every composition),
     so a route can keep expensive per-ledger objects there (the cf route keeps its composed PLDs)."""
 
@@ -57,8 +56,7 @@ class QueryContext:
     skip_if_capped: bool = False
     #: work limit (contour units) of a numerical route's query; None: the route's own default
     work_limit: float | None = None
-    #: work limit of the cf route's near-atomic split (its whole query, every part contour); None: as
-    #: ``work_limit``
+    #: work limit of the cf route's near-atomic split (its whole query, every part contour; None: as above)
     split_work_limit: float | None = None
     #: the query's time limit as a ``conversions.contour_terms.query_clock()`` value (thread CPU seconds;
     #: set by ``method="auto"``): the numerical routes stop refining when they predict to pass it and
@@ -374,12 +372,11 @@ def _intersect(a, b):
 
 class DiscretisedPLDRoute:
     """Discretised privacy-loss distribution composed by FFT (:mod:`conversions.pld`): round-up cells
-    give the upper bound and the same vector shifted by T*Delta the lower bound (or, for mechanisms
-    with ``pld_cell_offsets``, nearest-point rounding with a certified mean and shifts
-    ~ Delta sqrt(2 T log 1/beta)); truncation, FFT wrap-around and rounding are bounded on the safe
-    side.  Fast and tight where the loss is near-atomic (few steps at small sample rates, tiny noise),
-    where the contour needs many nodes; the bracket is about ``PLD_RTOL`` wide.  The worst of the
-    dominating-pair directions."""
+    give the upper bound and the same vector shifted by T*Delta the lower bound (or, for mechanisms with
+    ``pld_cell_offsets``, nearest-point rounding with a certified mean and shifts ~ Delta sqrt(2 T log
+    1/beta)); truncation, FFT wrap-around and rounding are bounded on the safe side.  Fast and tight
+    where the loss is near-atomic (few steps at small sample rates, tiny noise); the bracket is about
+    ``PLD_RTOL`` wide.  The worst of the dominating-pair directions."""
 
     name = "pld"
     numerical = True
@@ -436,6 +433,10 @@ class RDPRoute:
     (:mod:`conversions.rdp_to_dp`): ``rule="improved"`` (Balle et al. 2020, Thm 21) or ``"classic"``
     (Mironov 2017, Prop. 3).  An upper bound only; applies to every ledger."""
 
+    #: ``method="auto"`` skips it once the bracket is narrower than this (relative): it could improve the
+    #: answer by less (the conversion loses ~1 % or more), and at high orders it is slow (sigma = 10: 0.2 s)
+    auto_skip_rtol = 1e-4
+
     def __init__(self, name: str, rule: str):
         self.name = name
         self.rule = rule
@@ -457,8 +458,7 @@ class RDPRoute:
         det = {"alpha": r.alpha, "rule": self.rule}
         cap = ledger.rdp_exact_max
         if math.isfinite(r.alpha) and r.alpha >= cap - 1.0:
-            # bounded work: past the cap some curve is a cheaper upper bound (valid, maybe loose; an
-            # optimum within one order of the cap is held there by it)
+            # bounded work: past the cap some curve is a cheaper upper bound (an optimum near it is held)
             det["warning"] = (f"the RDP optimum lies at or above order {cap:g}, where some mechanism's RDP "
                               "is a cheaper upper bound (bounded work); the bound is valid but may be loose")
         return det

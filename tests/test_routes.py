@@ -152,3 +152,17 @@ def test_unavailable_method_names_the_valid_routes():
     names = r"\['count', 'cf', 'pld', 'rdp', 'rdp_classic'\]"
     with pytest.raises(ValueError, match=r"available: " + names + r".*closed forms"):
         acct.certificate(delta=1e-5, method="exact")
+
+
+def test_auto_skips_rdp_only_where_it_could_not_improve_the_answer():
+    """``method="auto"`` skips the RDP route once the bracket is within its ``auto_skip_rtol`` (1e-4):
+    the RDP bound is at least the true epsilon, which is at least the certified lower bound, so the
+    skip costs at most that fraction.  At sigma = 10 the RDP curve is the slow part of the query (high
+    orders); the RDP route run on its own must not beat the auto answer by more than the skip rtol."""
+    acct = PrivacyAccountant().step(sigma=10.0, sample_rate=1e-3, steps=100)
+    cert = acct.certificate(delta=1e-5)
+    assert "rdp" in cert.details["skipped_routes"].split(",")
+    assert cert.epsilon - cert.lower_bound <= 1e-4 * cert.epsilon
+    rdp = acct.certificate(delta=1e-5, method="rdp")
+    assert cert.epsilon <= rdp.epsilon * (1.0 + 1e-4)
+    assert cert.lower_bound <= rdp.epsilon  # (the RDP bound is an upper bound: above every lower bound)
