@@ -7,6 +7,7 @@ The math is documented in :mod:`mechanisms.subsampled`; compile-cost rules as in
 
 from __future__ import annotations
 
+import cmath
 import math
 
 import numpy as np
@@ -55,18 +56,7 @@ def sg_envelope_constants(c, q, mu, add, dx, xcut, tau, part, bins, hist, cuts,
     l1q = math.log1p(-q)
     half_log_2pi = 0.5 * math.log(2.0 * math.pi)
     wr = -c if add else c + 1.0
-    if add:
-        # concave log density (curvature <= -1): the mass lies within a few units of its peak
-        xp = _add_peak(c, q, mu, lq, l1q)
-        lo = xp - 16.0 - 2.0 * mu
-        hi = xp + 16.0 + 3.0 * mu
-    else:
-        reach = 16.0 + abs(wr) * mu
-        lo = -reach - 2.0 * mu
-        hi = reach + 3.0 * mu
-    if part >= 0:  # the weighted density's window (as in sg_log_mgf), with room for the e^-40 ranges
-        _, lo, hi = _weighted_window(wr, q, mu, lq, l1q, lo if lo < xcut - 1.0 else xcut - 1.0,
-                                     hi if hi > xcut + 1.0 else xcut + 1.0, xcut, tau, part, 120.0)
+    lo, hi = _env_range(c, q, mu, add, xcut, tau, part, lq, l1q)
     m = math.ceil((hi - lo) / dx)
     # the passes below walk the same grid; within _CACHE_POINTS the per-point loss and log density of
     # pass 1 (and the density of pass 2) are kept, so later passes repeat no transcendental (each value
@@ -188,6 +178,112 @@ def sg_envelope_constants(c, q, mu, add, dx, xcut, tau, part, bins, hist, cuts,
         v += 2.0 * acc * ((d - 1) * b) ** 2
     bh = _loss_histogram(c, q, mu, add, dx, gmax, u_lo, u_hi, x_first, x_last, xcut, tau, part, hist)
     return log_mc, tv_norm, v, gmax, mass, u_lo, bh, x_first, x_last
+
+
+@njit(**_HELPER)
+def _env_range(c, q, mu, add, xcut, tau, part, lq, l1q):  # pragma: no cover - compiled
+    """The x-range [lo, hi] the envelope's grids cover: around the add peak (the log density is concave
+    with curvature <= -1, so the mass lies within a few units of it), or [-(16 + w mu) - 2 mu,
+    16 + w mu + 3 mu] for remove (w = c + 1); for a split part, the weighted density's window (as in
+    ``sg_log_mgf``, with room for the e^-40 ranges)."""
+    wr = -c if add else c + 1.0
+    if add:
+        xp = _add_peak(c, q, mu, lq, l1q)
+        lo = xp - 16.0 - 2.0 * mu
+        hi = xp + 16.0 + 3.0 * mu
+    else:
+        reach = 16.0 + abs(wr) * mu
+        lo = -reach - 2.0 * mu
+        hi = reach + 3.0 * mu
+    if part >= 0:
+        _, lo, hi = _weighted_window(wr, q, mu, lq, l1q, lo if lo < xcut - 1.0 else xcut - 1.0,
+                                     hi if hi > xcut + 1.0 else xcut + 1.0, xcut, tau, part, 120.0)
+    return lo, hi
+
+
+@njit(cache=True)
+def sg_env_range(c, q, mu, add, xcut, tau, part):  # pragma: no cover - compiled
+    """:func:`_env_range` callable from Python (the shift bound's grid)."""
+    return _env_range(c, q, mu, add, xcut, tau, part, math.log(q), math.log1p(-q))
+
+
+@njit(cache=True)
+def sg_shift_arrays(c, q, mu, add, xcut, tau, part, dx, ys, a_out, b_out):  # pragma: no cover - compiled
+    """The shifted-line integrand of the contour-shift bound (:func:`sg_shift_bound`) on the envelope's
+    x-range (:func:`_env_range`), step ``dx``, for each shift y in ``ys`` (0 < |y| < pi / mu; y > 0
+    for remove, y < 0 for add); returns the grid's start x_0 (points x_0 + i dx, i < a_out.shape[1]).
+
+    The integrand F(z) = phi(z) e^{w l(z)} W(z) of M(s) (w = s + 1 or -s, l(z) = log(1 - q + q
+    e^{mu z - mu^2/2}), W the split weight) is analytic in the strip |Im z| < pi / mu (there
+    1 - q + q e^{...} stays off the negative axis, so the principal log is continuous) and decays
+    like phi along it, so M(s) = int F(x + iy) dx and |M(c + it)| <= int e^{A_y(x) - t B_y(x)} dx with
+        A_y(x) = -x^2/2 + y^2/2 - log sqrt(2 pi) + Re(w) Re l(x + iy) + log bound on |W(x + iy)|,
+        B_y(x) = |Im l(x + iy)| (>= 0: Im l has the sign of y, and Im w = t or -t),
+    written to a_out[j] and b_out[j].  The weight W(x) = Phi(u(x)) with u = (xcut - x) / tau (core) or
+    (x - xcut) / tau (big) is bounded along the horizontal path: Phi(u + iv) = int_{-inf}^{u} phi(r + iv)
+    dr and |phi(r + iv)| = phi(r) e^{v^2/2}, so |W(x + iy)| <= e^{y^2 / (2 tau^2)} Phi(u).
+    """
+    lq = math.log(q)
+    l1q = math.log1p(-q)
+    half_log_2pi = 0.5 * math.log(2.0 * math.pi)
+    wr = -c if add else c + 1.0
+    lo, _ = _env_range(c, q, mu, add, xcut, tau, part, lq, l1q)
+    n = a_out.shape[1]
+    for j in range(ys.shape[0]):
+        y = ys[j]
+        rot = complex(math.cos(mu * y), math.sin(mu * y))
+        for i in range(n):
+            x = lo + i * dx
+            a = lq + mu * x - 0.5 * mu * mu
+            m = a if a > l1q else l1q
+            lz = m + cmath.log(math.exp(l1q - m) + math.exp(a - m) * rot)
+            f = -0.5 * x * x + 0.5 * y * y - half_log_2pi + wr * lz.real
+            if part >= 0:  # (split_log_weight: log Phi(u), or 0 >= it where Phi(u) > 1 - 1e-19)
+                f += 0.5 * (y / tau) ** 2 + split_log_weight(x, xcut, tau, part)
+            a_out[j, i] = f
+            b_out[j, i] = abs(lz.imag)
+    return lo
+
+
+@njit(cache=True)
+def sg_shift_bound(t, a, b, dx):  # pragma: no cover - compiled
+    """log of the contour-shift bound on |M(c + it')| for every t' >= t (each e^{-t B} falls with t):
+    min over the rows y of log(1.1 x trapezoid of e^{A_y - t B_y}) (:func:`sg_shift_arrays`).
+
+    A row counts only where the grid resolves its integrand g = e^{A - t B}: the second difference of
+    log g at most 0.2 wherever g is within e^-30 of its maximum (peaks at least ~2 steps wide).  The
+    trapezoid rule's error, -dx^2/12 int g'' with g'' = g ((log g)'' + (log g)'^2), can only be negative
+    through the curvature term, which is then at most 0.2 / 12 < 2 % of the integral (the slopes only
+    make it overestimate); the factor 1.1 is the envelope's margin for grid quantities.  Points more
+    than 60 below the maximum count as e^-60 of it.  +inf when no row qualifies."""
+    best = np.inf
+    n = a.shape[1]
+    for j in range(a.shape[0]):
+        mx = -np.inf
+        for i in range(n):
+            v = a[j, i] - t * b[j, i]
+            if v > mx:
+                mx = v
+        if not math.isfinite(mx):
+            continue
+        acc = 0.0
+        ok = True
+        prev = 0.0
+        prev2 = 0.0
+        for i in range(n):
+            v = a[j, i] - t * b[j, i]
+            if i > 1 and max(v, prev, prev2) > mx - 30.0 and abs(v - 2.0 * prev + prev2) > 0.2:
+                ok = False
+                break
+            e = math.exp(v - mx) if v > mx - 60.0 else 8.8e-27  # (e^-60 rounded up)
+            acc += 0.5 * e if (i == 0 or i == n - 1) else e
+            prev2 = prev
+            prev = v
+        if ok:
+            val = mx + math.log(1.1 * acc * dx)
+            if val < best:
+                best = val
+    return best
 
 
 @njit(**_HELPER)

@@ -12,7 +12,7 @@ import numpy as np
 
 from ._poisson_kernels import _add_peak, sg_log_mgf_in_window, sg_search_range, sg_window
 from .base import Mechanism, as_complex_array, check_direction
-from .sg_envelope import sg_envelope
+from .sg_envelope import sg_envelope, shift_cost
 from .subsampled import (
     _OP_CF,
     _OP_CS,
@@ -220,7 +220,7 @@ class SubsampledGaussianPart(Mechanism):
         points in its zone and, for the walks' per-bin cells, by the zone's share of the window's loss
         range (a cell's share of the loss range is what gives it a bin of its own; for the bulk-window
         histogram this is an estimate: at most ~8192 x 11 units more, ~5 ms, when the bulk lies in the
-        weight's far tail).
+        weight's far tail).  Plus the contour-shift bound over the unsplit range (``shift_cost``).
         """
         mu, dx = self.mu, self._env_dx()
         typical = 8.0 * 40.0 / dx * max(1.0, mu / 8.0)
@@ -246,13 +246,14 @@ class SubsampledGaussianPart(Mechanism):
         scans = self._scan_cost(wr, lo, hi)
         lo2, hi2, _ = self._fine_range(wr)
         step = (hi - lo) / 600.0
+        shift = shift_cost(hi - lo, mu, float(self.tau))  # (the contour-shift bound, on the whole range)
         if cost(min(lo, lo2) - step, max(hi, hi2) + step, scans, 1.0) <= typical:
-            return typical
+            return typical + shift
         a, b = self._part_window(wr, lo, hi, 120.0)
         za, zb = max(a, self._cf_zone()[0]), min(b, self._cf_zone()[1])
         loss = np.logaddexp(l1q, lq + mu * np.array([a, b, za, zb]) - 0.5 * mu * mu)
         share = 0.0 if za >= zb else min(1.0, (loss[3] - loss[2]) / max(loss[1] - loss[0], 1e-300))
-        return max(typical, cost(a, b, scans, share))
+        return max(typical, cost(a, b, scans, share)) + shift
 
     def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
         check_direction(direction)
