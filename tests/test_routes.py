@@ -166,3 +166,18 @@ def test_auto_skips_rdp_only_where_it_could_not_improve_the_answer():
     rdp = acct.certificate(delta=1e-5, method="rdp")
     assert cert.epsilon <= rdp.epsilon * (1.0 + 1e-4)
     assert cert.lower_bound <= rdp.epsilon  # (the RDP bound is an upper bound: above every lower bound)
+
+
+def test_auto_skips_the_pld_within_its_absolute_resolution_for_small_epsilon():
+    """For eps < 0.1 the discretised PLD aims at 0.1 x its rtol absolute (1e-4): ``auto`` skips it when the
+    bracket is already within that and within 10 x its relative resolution (q = 1e-5, sigma = 1,
+    T = 1000, delta = 1e-8: the contour's bracket is ~6e-6 wide at eps ~ 0.0019, 3e-3 relative).  The
+    PLD run alone must not beat that answer by more than its resolution."""
+    acct = PrivacyAccountant().step(sigma=1.0, sample_rate=1e-5, steps=1000)
+    cert = acct.certificate(delta=1e-8)
+    assert cert.method == "cf" and "pld" in cert.details["skipped_routes"].split(",")
+    assert "absolute 0.0001" in cert.details["skip_reasons"]
+    assert cert.epsilon - cert.lower_bound <= 1e-4 and cert.epsilon < 0.1
+    pld = acct.certificate(delta=1e-8, method="pld")
+    assert cert.epsilon <= pld.epsilon + 1e-4
+    assert pld.lower_bound <= cert.epsilon and cert.lower_bound <= pld.epsilon  # (both certified)
