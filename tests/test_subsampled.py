@@ -480,6 +480,19 @@ def _log_mgf_floor(m, s, direction: str, lmc: float) -> float:
     return math.log(low) + lmc if low > 0.0 else -math.inf
 
 
+def _check_envelope(m, c: float, direction: str, ts: np.ndarray):
+    """The envelope at line c is non-increasing on ``ts`` and, at each t, above the resolved |M| at
+    t x (1, 1.003, 1.05, 1.3, 2, 5) (``_log_mgf_floor``); returns (envelope, log M(c))."""
+    env = m.log_envelope_fn(c, direction)
+    lmc = m.log_mgf_real(c, direction)
+    vals = np.array([env(t) for t in ts])
+    assert np.all(np.diff(vals) <= 1e-12)
+    for t, e in zip(ts, vals, strict=True):
+        true = _log_mgf_floor(m, c + 1j * t * np.array([1.0, 1.003, 1.05, 1.3, 2.0, 5.0]), direction, lmc)
+        assert true <= e + 1e-12, (c, t, true, e)
+    return env, lmc
+
+
 @pytest.mark.parametrize("q,sigma", [(1e-3, 0.8), (0.01, 1.1), (0.2, 2.0), (0.5, 1.0), (0.9, 0.7)])
 @pytest.mark.parametrize("direction", ["remove", "add"])
 def test_envelope_bounds_the_mgf_and_is_not_weak(q, sigma, direction):
@@ -492,15 +505,7 @@ def test_envelope_bounds_the_mgf_and_is_not_weak(q, sigma, direction):
 
     m = SubsampledGaussian(sigma=sigma, sample_rate=q)
     for c in (0.5, 4.0):
-        env = m.log_envelope_fn(c, direction)
-        lmc = m.log_mgf_real(c, direction)
-        ts = np.geomspace(0.01, 3000.0, 120)
-        vals = np.array([env(t) for t in ts])
-        assert np.all(np.diff(vals) <= 1e-12)
-        for t, e in zip(ts, vals, strict=True):
-            tp = t * np.array([1.0, 1.003, 1.05, 1.3, 2.0, 5.0])
-            true = _log_mgf_floor(m, c + 1j * tp, direction, lmc)
-            assert true <= e + 1e-12, (c, t, true, e)
+        env, lmc = _check_envelope(m, c, direction, np.geomspace(0.01, 3000.0, 120))
         if q <= 0.2:
             true3 = float(m.log_mgf(np.array([c + 3j]), direction)[0].real) - lmc
             assert env(3.0) - lmc <= 0.25 * true3
@@ -518,14 +523,7 @@ def test_envelope_split_bound_near_atomic(q, sigma, c, direction):
     at t = 1000 at least 1/100 of the true log-decay (it was 0 before the split bound: a contour at
     q = 1e-3, sigma = 0.3, T = 1e5 needed its whole node cap for a 1 % bracket)."""
     m = SubsampledGaussian(sigma=sigma, sample_rate=q)
-    env = m.log_envelope_fn(c, direction)
-    lmc = m.log_mgf_real(c, direction)
-    ts = np.geomspace(0.01, 2000.0, 36)
-    vals = np.array([env(t) for t in ts])
-    assert np.all(np.diff(vals) <= 1e-12)
-    for t, e in zip(ts, vals, strict=True):
-        true = _log_mgf_floor(m, c + 1j * t * np.array([1.0, 1.003, 1.05, 1.3, 2.0, 5.0]), direction, lmc)
-        assert true <= e + 1e-12, (t, true, e)
+    env, lmc = _check_envelope(m, c, direction, np.geomspace(0.01, 2000.0, 36))
     true_1000 = float(m.log_mgf(np.array([c + 1000j]), direction)[0].real) - lmc
     assert env(1000.0) - lmc <= 0.01 * true_1000 < 0.0
     if sigma == 0.3:
