@@ -46,6 +46,7 @@ from .route_errors import RouteDeferred, RouteTimedOut, RouteUnavailable  # noqa
 @dataclass
 class QueryContext:
     """What a route may use besides the ledger: the target accuracy and the accountant's caches.
+
     ``cache`` lives as long as the ledger is unchanged (the accountant clears it on every composition),
     so a route can keep expensive per-ledger objects there (the cf route keeps its composed PLDs)."""
 
@@ -433,8 +434,7 @@ class RDPRoute:
     (:mod:`conversions.rdp_to_dp`): ``rule="improved"`` (Balle et al. 2020, Thm 21) or ``"classic"``
     (Mironov 2017, Prop. 3).  An upper bound only; applies to every ledger."""
 
-    #: ``method="auto"`` skips it once the bracket is narrower than this (relative): it could improve the
-    #: answer by less (the conversion loses ~1 % or more), and at high orders it is slow (sigma = 10: 0.2 s)
+    #: ``auto`` skips it within this relative width (it could gain less; it is slow at high orders)
     auto_skip_rtol = 1e-4
 
     def __init__(self, name: str, rule: str):

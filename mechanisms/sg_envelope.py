@@ -201,6 +201,8 @@ SHIFT_T_MIN = 32.0
 #: factor decaying that far suffices for any target (a split's remainder needs its big part's decay
 #: alone), while the other bounds already serve compositions of many steps at small t
 SHIFT_NEED = 30.0
+#: the last grid point t = SHIFT_T_MIN 2^(SHIFT_GRID_MAX / 2) (~3.5e19) at which it is evaluated
+SHIFT_GRID_MAX = 120
 
 
 def _shift_dx(mu: float, tau: float | None) -> float:
@@ -251,9 +253,12 @@ def _shift_bound(c: float, q: float, mu: float, add: bool, xcut: float, tau: flo
         t = abs(t)
         if not t >= SHIFT_T_MIN:
             return math.inf
-        k = math.floor(2.0 * math.log2(t / SHIFT_T_MIN))
-        if SHIFT_T_MIN * 2.0 ** (k / 2.0) > t:  # (the grid point at or below t)
-            k -= 1
+        if t >= SHIFT_T_MIN * 2.0 ** (SHIFT_GRID_MAX / 2.0):  # (also t = inf: the last grid point's
+            k = SHIFT_GRID_MAX  # value holds there too, and the walk stays bounded)
+        else:
+            k = math.floor(2.0 * math.log2(t / SHIFT_T_MIN))
+            if SHIFT_T_MIN * 2.0 ** (k / 2.0) > t:  # (the grid point at or below t)
+                k -= 1
         while len(cum) <= k:  # a row the resolution rule drops at a larger t keeps its earlier value
             i = len(cum)
             v = float(sg_shift_bound(SHIFT_T_MIN * 2.0 ** (i / 2.0), a, b, dx))

@@ -32,8 +32,8 @@ SubsampledGaussian(sigma, sample_rate, sensitivity)
       node cap (4097 nodes, a 1 % bracket, 2.7 s) to 129 nodes (13 ms, 3e-8).  Far out (past the
       curvature regime, where the other bounds fall like 1/t) the contour-shift bound: the x-integral
       of M moved to Im x = y inside the strip of analyticity |Im x| < pi / mu of l, where e^{itl}
-      becomes e^{-t |Im l(x + iy)|}, |M(c + it)| <= int |integrand(x + iy)| dx (``mechanisms.
-      sg_envelope``); a split's big part at t = 1000: e^-32 of M(c) instead of e^-4.6 (true ~e^-34).
+      becomes e^{-t |Im l(x + iy)|}, |M(c + it)| <= int |integrand(x + iy)| dx (module
+      ``sg_envelope``); a split's big part at t = 1000: e^-32 of M(c) instead of e^-4.6 (true ~e^-34).
     * Total variation (delta(0) of both pairs): q erf(mu / (2 sqrt 2)), exact.
 
 PoissonSubsampled(base, sample_rate)

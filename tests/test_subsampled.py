@@ -577,7 +577,9 @@ def test_envelope_contour_shift_bound_matches_mpmath_far_out():
     part = SubsampledGaussianPart(sigma, q, 1.0, xcut, tau, 1)
     ref = float(mp.log(abs(_part_mgf_quad(c + 100j, q, sigma, xcut, tau, 1, "remove", dps=45))))
     lmc = part.log_mgf_real(c)
-    assert ref <= part.log_envelope_fn(c)(100.0) <= lmc - 40.0
+    env = part.log_envelope_fn(c)
+    assert ref <= env(100.0) <= lmc - 40.0
+    assert env(math.inf) <= env(1e30) <= env(1e6) <= env(100.0)  # (bounded walk up to any t)
 
 
 @pytest.mark.slow
