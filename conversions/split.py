@@ -462,9 +462,10 @@ def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol:
     hints: dict = {}
     seen: set = set()  # the cut grid points passes were planned at: a repeat is a cycle (two cuts whose
     for _ in range(10):  # answers point at each other, e.g. 0.475 <-> 0.695), which more passes only repeat
-        if _grid_cut(eps_ref) in seen:
+        key = _grid_cut(eps_ref)
+        if key in seen:
             break
-        seen.add(_grid_cut(eps_ref))
+        seen.add(key)
         sc, core, rem = _parts(entries, direction, eps_ref, log_target, False, rtol, None, meter, True, hints)
         r = meter.run(sc.plds, lambda _c=core, _r=rem, _e=eps_ref: solve(_c, _r, _e))
         if best is None or r.upper < best.upper:

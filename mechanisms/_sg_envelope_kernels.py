@@ -208,10 +208,10 @@ def sg_env_range(c, q, mu, add, xcut, tau, part):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
-def sg_shift_arrays(c, q, mu, add, xcut, tau, part, dx, ys, a_out, b_out):  # pragma: no cover - compiled
-    """The shifted-line integrand of the contour-shift bound (:func:`sg_shift_bound`) on the envelope's
-    x-range (:func:`_env_range`), step ``dx``, for each shift y in ``ys`` (0 < |y| < pi / mu; y > 0
-    for remove, y < 0 for add); returns the grid's start x_0 (points x_0 + i dx, i < a_out.shape[1]).
+def sg_shift_arrays(c, q, mu, add, xcut, tau, part, lo, dx, ys, a_out, b_out):  # pragma: no cover - compiled
+    """The shifted-line integrand of the contour-shift bound (:func:`sg_shift_bound`) on the grid
+    lo + i dx, i < a_out.shape[1] (the envelope's x-range, :func:`sg_env_range`), for each shift y in
+    ``ys`` (0 < |y| < pi / mu; y > 0 for remove, y < 0 for add).
 
     The integrand F(z) = phi(z) e^{w l(z)} W(z) of M(s) (w = s + 1 or -s, l(z) = log(1 - q + q
     e^{mu z - mu^2/2}), W the split weight) is analytic in the strip |Im z| < pi / mu (there
@@ -227,7 +227,6 @@ def sg_shift_arrays(c, q, mu, add, xcut, tau, part, dx, ys, a_out, b_out):  # pr
     l1q = math.log1p(-q)
     half_log_2pi = 0.5 * math.log(2.0 * math.pi)
     wr = -c if add else c + 1.0
-    lo, _ = _env_range(c, q, mu, add, xcut, tau, part, lq, l1q)
     n = a_out.shape[1]
     for j in range(ys.shape[0]):
         y = ys[j]
@@ -242,7 +241,6 @@ def sg_shift_arrays(c, q, mu, add, xcut, tau, part, dx, ys, a_out, b_out):  # pr
                 f += 0.5 * (y / tau) ** 2 + split_log_weight(x, xcut, tau, part)
             a_out[j, i] = f
             b_out[j, i] = abs(lz.imag)
-    return lo
 
 
 @njit(cache=True)

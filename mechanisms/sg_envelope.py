@@ -246,7 +246,7 @@ def _shift_bound(c: float, q: float, mu: float, add: bool, xcut: float, tau: flo
     if add:
         ys = -ys
     a, b = np.empty((SHIFT_ROWS, n)), np.empty((SHIFT_ROWS, n))
-    sg_shift_arrays(c, q, mu, add, xcut, tau, part, dx, ys, a, b)
+    sg_shift_arrays(c, q, mu, add, xcut, tau, part, lo, dx, ys, a, b)
     cum: list[float] = []  # cum[i]: min of the bound over the grid points t_0..t_i (each holds past t_i)
 
     def bound(t: float) -> float:
