@@ -253,16 +253,20 @@ def sg_shift_bound(t, a, b, dx):  # pragma: no cover - compiled
     trapezoid rule's error, -dx^2/12 int g'' with g'' = g ((log g)'' + (log g)'^2), can only be negative
     through the curvature term, which is then at most 0.2 / 12 < 2 % of the integral (the slopes only
     make it overestimate); the factor 1.1 is the envelope's margin for grid quantities.  Points more
-    than 60 below the maximum count as e^-60 of it.  +inf when no row qualifies."""
+    than 60 below the maximum count as e^-60 of it.  A row with a NaN anywhere is dropped (never read
+    as a small point).  +inf when no row qualifies."""
     best = np.inf
     n = a.shape[1]
     for j in range(a.shape[0]):
         mx = -np.inf
+        nan = False
         for i in range(n):
             v = a[j, i] - t * b[j, i]
             if v > mx:
                 mx = v
-        if not math.isfinite(mx):
+            elif v != v:
+                nan = True
+        if nan or not math.isfinite(mx):
             continue
         acc = 0.0
         ok = True

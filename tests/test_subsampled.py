@@ -531,6 +531,26 @@ def test_envelope_split_bound_near_atomic(q, sigma, c, direction):
         assert float(mp.log(abs(ref))) <= env(30.0) + 1e-12
 
 
+def test_contour_shift_bound_drops_rows_it_cannot_read():
+    """``sg_shift_bound``: a row with a NaN is dropped, never read as a negligible point; so is a row
+    whose exponent jumps to -inf inside its bulk (the resolution rule); with no usable row the bound is
+    +inf (the other bounds then stand)."""
+    from mechanisms._sg_envelope_kernels import sg_shift_bound
+
+    x = np.linspace(-8.0, 8.0, 801)
+    a = np.vstack([-0.5 * x * x, -0.5 * x * x])
+    b = np.zeros_like(a)
+    clean = sg_shift_bound(10.0, a[:1], b[:1], x[1] - x[0])
+    assert clean >= 0.5 * math.log(2.0 * math.pi)  # (1.1 x the Gaussian integral, in log)
+    a[1, 400] = np.nan
+    assert sg_shift_bound(10.0, a, b, x[1] - x[0]) == clean
+    assert sg_shift_bound(10.0, a[1:], b[1:], x[1] - x[0]) == math.inf
+    b[0, 1] = np.inf  # (exponent -inf in the far tail: a valid point (integrand 0), counted as e^-60)
+    assert abs(sg_shift_bound(10.0, a[:1], b[:1], x[1] - x[0]) - clean) < 1e-12
+    b[0, 200] = np.inf  # (... but inside the bulk the rule cannot read the row: dropped)
+    assert sg_shift_bound(10.0, a[:1], b[:1], x[1] - x[0]) == math.inf
+
+
 def _part_mgf_quad(s, q, sigma, xcut, tau, part, direction, dps=30):
     """M(s) of a split part by mpmath: int phi(x) e^{w l(x)} W(x) dx with w = s + 1 (remove) or -s (add),
     W(x) = Phi((x - xcut) / tau) (big part) or Phi((xcut - x) / tau) (core), Gauss-Legendre on pieces
