@@ -18,13 +18,13 @@ lower bound among the routes it evaluated.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from conversions import (
     contour,
+    dominated,
     gaussian_dp,
     laplace_dp,
     lower_bounds,
@@ -330,8 +330,8 @@ class CharacteristicFunctionRoute:
         # (auto defers few-step ledgers to the discretised PLD before splitting them)
         steps = sum(k for m, k in items if split.is_split_entry(m))
         split_now = can_split and (not ctx.skip_if_capped or steps >= self.SPLIT_FIRST_STEPS)
-        res = []
-        for d in directions(ledger):
+
+        def one(d: str):
             pld_d = self._pld(ledger, d, ctx)
             try:
                 r = fn(pld_d, value, ctx.rtol, skip_if_capped=ctx.skip_if_capped or can_split,
@@ -342,7 +342,7 @@ class CharacteristicFunctionRoute:
                     # intersection is too
                     s, _ = self._split(split_fn, ledger, value, d, ctx)
                     if s is not None:
-                        r = _intersect(r, s)
+                        r = dominated.intersect(r, s)
             except contour.WouldBeCapped as exc:
                 r, used = self._split(split_fn, ledger, value, d, ctx) if split_now else (None, 0.0)
                 if r is None:
@@ -352,23 +352,16 @@ class CharacteristicFunctionRoute:
                     limit = contour.QUERY_WORK_LIMIT if ctx.work_limit is None else ctx.work_limit
                     r = fn(pld_d, value, ctx.rtol, skip_if_capped=False,
                            work_limit=max(limit - used, 0.25 * limit))
-            res.append(r)
-        return self._worst(ledger, res)
+            return r
+
+        query = "epsilon" if fn is contour.epsilon_bounds else "delta"
+        return self._worst(ledger, dominated.each_direction(items, directions(ledger), query, value, one))
 
     def epsilon(self, ledger: Ledger, delta: float, ctx: QueryContext) -> Bracket:
         return self._run(contour.epsilon_bounds, split.split_epsilon_bounds, ledger, delta, ctx)
 
     def delta(self, ledger: Ledger, epsilon: float, ctx: QueryContext) -> Bracket:
         return self._run(contour.delta_bounds, split.split_delta_bounds, ledger, epsilon, ctx)
-
-
-def _intersect(a, b):
-    """Two certified brackets of the same quantity (one direction): the tighter ends of both, and the
-    details of the narrower one."""
-    narrow = a if a.upper - a.lower <= b.upper - b.lower else b
-    up, lo = min(a.upper, b.upper), max(a.lower, b.lower)
-    lo = min(lo, up)
-    return dataclasses.replace(narrow, upper=up, lower=lo, estimate=min(max(narrow.estimate, lo), up))
 
 
 class DiscretisedPLDRoute:
@@ -414,7 +407,9 @@ class DiscretisedPLDRoute:
     def _run(self, fn, ledger: Ledger, value: float, ctx: QueryContext) -> Bracket:
         items = self._check(ledger, ctx)
         try:
-            res = [fn(items, value, d, self._rtol(ctx), deadline=ctx.deadline) for d in directions(ledger)]
+            query, rtol = ("epsilon" if fn is pld.pld_epsilon_bounds else "delta"), self._rtol(ctx)
+            res = dominated.each_direction(items, directions(ledger), query, value,
+                                           lambda d: fn(items, value, d, rtol, deadline=ctx.deadline))
         except pld.FirstPassAbandoned as exc:
             raise RouteTimedOut(str(exc)) from None
         except (OverflowError, ZeroDivisionError) as exc:

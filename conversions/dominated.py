@@ -1,0 +1,95 @@
+"""Dominated directions: a cheap certified bracket for a dominating-pair direction that cannot matter.
+
+A certificate reports the worst of the two directions of the dominating pair (remove and add):
+eps = max(eps_remove, eps_add), and its certified bracket is [max of the lowers, max of the uppers].
+Once one direction has a certified bracket [l_A, u_A], a direction B whose *upper* bound satisfies
+u_B <= l_A can change neither end: any refinement of B lowers u_B (the maximum of the uppers stays u_A)
+and keeps l_B <= u_B <= l_A (the maximum of the lowers stays l_A).  So B needs no more than one
+rigorous upper bound below l_A; the optimised Chernoff bound of the whole ledger,
+
+    delta_B(eps) <= p_inf + min_c kappa(c) M_B(c) e^{-c eps},   kappa(c) = c^c / (c + 1)^(c + 1)
+
+(the same bound as :func:`conversions.contour.epsilon_bounds` falls back to; exact MGFs, its rounding
+and the mechanisms' declared MGF errors added on the safe side), costs a few dozen real-axis MGF
+evaluations where the integrated routes cost hundreds (at small sample rates the add direction's
+epsilon is often a tenth of the remove direction's: q = 1e-3, sigma = 0.5, T = 100: 0.067 against 2.1).
+The bracket returned for B is [0, bound] (0 is a valid lower bound of eps and delta) and is marked
+``details["dominated"]``; the certificate's numbers are the same as with B evaluated in full.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+
+from .contour import (
+    _FALLBACK_TIME,
+    _FALLBACK_WORK,
+    _U64,
+    ComposedPLD,
+    DeltaBounds,
+    EpsilonBounds,
+    _cheap_chernoff_margin,
+    _chernoff_eps_opt,
+    _metered,
+)
+
+
+def chernoff_upper(entries, query: str, value: float, direction: str) -> float | None:
+    """A rigorous upper bound on eps(delta = value) (``query="epsilon"``) or delta(eps = value)
+    (``"delta"``) of one direction: the optimised Chernoff bound of the composed ledger, rounded up
+    (module docstring).  None when it is not finite or costs more than the contour's fallback budget."""
+    pld = ComposedPLD(entries, direction)
+    if not pld.entries:
+        return None
+    if query == "epsilon":
+        d_fin = value - pld.p_inf
+        if not d_fin > 0.0:
+            return None
+
+        def bound() -> float:
+            hi, c = _chernoff_eps_opt(pld, d_fin)
+            slack = _cheap_chernoff_margin(pld, c, hi, math.log(d_fin)) / c
+            return (hi + pld.mgf_err_at(c) / c + slack) * (1.0 + 8 * _U64)
+    else:
+        def bound() -> float:
+            c = pld.saddle(value)
+            log_ch = pld.chernoff_log_delta(c, value) + pld.mgf_err_at(c)
+            log_ch += _cheap_chernoff_margin(pld, c, value, log_ch)
+            return (pld.p_inf + math.exp(min(log_ch, 0.0))) * (1.0 + 8 * _U64)
+
+    try:
+        up = _metered(pld, _FALLBACK_WORK, bound, _FALLBACK_TIME)
+    except (ValueError, ArithmeticError):
+        return None
+    return float(up) if up is not None and math.isfinite(up) and up >= 0.0 else None
+
+
+def each_direction(entries, dirs: Sequence[str], query: str, value: float,
+                   run: Callable[[str], EpsilonBounds | DeltaBounds]) -> list:
+    """``[run(d) for d in dirs]``, except that a direction after the first whose Chernoff bound
+    (:func:`chernoff_upper`) is at most the largest certified lower bound found so far gets the bracket
+    [0, that bound] instead (it cannot change the worst-direction certificate; module docstring)."""
+    res: list = []
+    for d in dirs:
+        ceiling = max((r.lower for r in res), default=0.0)
+        if ceiling > 0.0:
+            up = chernoff_upper(entries, query, value, d)
+            if up is not None and up <= ceiling:
+                det = {"dominated": True, "reason": "Chernoff bound below the other direction's certified "
+                       "lower bound"}
+                cls = EpsilonBounds if query == "epsilon" else DeltaBounds
+                res.append(cls(value, up, 0.0, up, d, det))
+                continue
+        res.append(run(d))
+    return res
+
+
+def intersect(a, b):
+    """Two certified brackets of the same quantity (one direction): the tighter ends of both, and the
+    details of the narrower one."""
+    narrow = a if a.upper - a.lower <= b.upper - b.lower else b
+    up, lo = min(a.upper, b.upper), max(a.lower, b.lower)
+    lo = min(lo, up)
+    return dataclasses.replace(narrow, upper=up, lower=lo, estimate=min(max(narrow.estimate, lo), up))
