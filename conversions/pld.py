@@ -345,7 +345,7 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
     if ev is None:
         raise FirstPassAbandoned("the deadline passed while the first pass built its grid")
     lo, up = _solve(ev, delta)
-    passes, extra = 1, math.inf
+    passes, extra, last_w = 1, math.inf, up - lo
     for _ in range(3):
         if passes > 1 and (up - lo <= max(rtol * up, 0.1 * rtol) or ev.c.capped):
             break
@@ -385,6 +385,12 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
         extra = max((up2 - lo2) - (ev.shift_lo + ev.c.shift_up), 0.0) if math.isfinite(up2) else math.inf
         lo, up = max(lo, lo2), min(up, up2)
         passes += 1
+        if math.isfinite(last_w) and not up2 - lo2 < last_w:
+            # a finer grid that gave no narrower bracket (the error terms or the window, not the step,
+            # limit it): a finer one again only costs more (measured: q = 1e-3, sigma = 1, T = 10,
+            # delta = 1e-8: passes 3 and 4 of 1.1e6 and 1.9e6 points, 0.27 s, both with lower bound 0)
+            break
+        last_w = up2 - lo2
     lo = min(lo, up)
     details = _details(ev, passes)
     if not (up - lo <= max(rtol * up, 0.1 * rtol)) and split_applicable(ents, delta) and clock.allows():
