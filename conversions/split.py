@@ -368,7 +368,7 @@ def split_delta_bounds(entries, eps: float, direction: str = "remove", rtol: flo
         return full.chernoff_log_delta(c, eps) + math.log(rtol) - math.log(1e3)
 
     log_target = meter.run((full,), start)
-    best = None
+    best = lo_all = up_all = None
     hints: dict = {}
     cut = ell_cut
     free = forced = 0  # passes at the rule's cuts (three at most, as before) and at the forced low cut
@@ -388,6 +388,8 @@ def split_delta_bounds(entries, eps: float, direction: str = "remove", rtol: flo
         improved = best is None or up - lo < best[2] - best[1]
         if improved:
             best = (est, lo, up, sc, core, rem)
+        # (every pass's bracket is certified: the answer is their intersection)
+        lo_all, up_all = (lo, up) if lo_all is None else (max(lo_all, lo), min(up_all, up))
         meter.answered = True
         if up - lo <= rtol * max(est, 1e-300) or est <= 0.0:
             break
@@ -401,7 +403,8 @@ def split_delta_bounds(entries, eps: float, direction: str = "remove", rtol: flo
             cut = _grid_cut(max(eps, 1e-9) * CUT_FACTORS[-1])
         else:
             break
-    est, lo, up, sc, core, rem = best
+    est, _, _, sc, core, rem = best
+    lo, up = min(lo_all, up_all), up_all
     if ell_cut is None:
         def at_cut(cut):
             parts = _parts(entries, direction, eps, log_target, skip_if_capped, rtol, cut, meter, hints=hints)
@@ -476,6 +479,7 @@ def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol:
     eps_ref = best.upper
     integrated = False
     capped: Exception | None = None
+    lo_all, up_all = best.lower, best.upper  # (every pass's bracket is certified: their intersection is)
     for _ in range(3):  # integrated passes (after a capped one, at a low cut: the core stays narrow)
         cut = 0.5 * eps_ref if capped is not None and not integrated else None
         try:
@@ -496,7 +500,9 @@ def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol:
                         "remainder": rem.details(),
                         "nodes": core.details()["nodes"] + rem.details()["nodes"]}
         integrated = meter.answered = True
-        if r.upper - r.lower <= EPS_RTOL * max(r.upper, 1e-12) or r.upper == 0.0:
+        lo_all, up_all = max(lo_all, r.lower), min(up_all, r.upper)
+        lo_all = min(lo_all, up_all)
+        if up_all - lo_all <= EPS_RTOL * max(up_all, 1e-12) or up_all == 0.0:
             break
         if abs(r.upper - eps_ref) <= 0.05 * eps_ref:
             break  # planned at the answer already: another pass would give the same grid
@@ -511,7 +517,7 @@ def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol:
                "nodes": core.details()["nodes"] + rem.details()["nodes"]}
         return r.lower, r.upper, (r.estimate, det)
 
-    lo, up, found = _other_cuts(eps_ref, best_det.get("ell_cut"), best.lower, best.upper,
+    lo, up, found = _other_cuts(eps_ref, best_det.get("ell_cut"), lo_all, up_all,
                                 lambda lo_, up_, _f: up_ - lo_ <= EPS_RTOL * max(up_, 1e-12) or up_ == 0.0,
                                 at_cut)
     est = best.estimate
