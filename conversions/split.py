@@ -460,8 +460,13 @@ def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol:
 
     # cheap passes: the split's Chernoff bound (rigorous, both parts bounded) at a cut near its own
     # answer, from the central-limit estimate until it settles (a few passes of ~10 ms): the reference
-    # for the integrated passes (the whole ledger's Chernoff bound is far too loose at small rates)
+    # for the integrated passes (the whole ledger's Chernoff bound is far too loose at small rates).  The
+    # start is at most that Chernoff bound (an upper bound on eps): the central-limit estimate can be far
+    # above the truth at small noise (q = 1e-3, sigma = 0.3, T = 1e5: mu ~ 81, eps capped at 1e3, truth 153)
     eps_ref = _clt_epsilon(entries, delta)
+    ch = meter.run((full,), lambda: C._chernoff_eps_opt(full, delta)[0])
+    if math.isfinite(ch) and ch > 0.0:
+        eps_ref = min(eps_ref, ch)
     hints: dict = {}
     seen: set = set()  # the cut grid points passes were planned at: a repeat is a cycle (two cuts whose
     for _ in range(10):  # answers point at each other, e.g. 0.475 <-> 0.695), which more passes only repeat

@@ -309,3 +309,16 @@ def test_far_tail_delta_brackets_are_narrow():
         assert r.upper >= delta_lower(entries, eps, "remove"), eps
         assert r.upper < prev
         prev = r.upper
+
+
+def test_eps_path_start_is_capped_by_the_chernoff_bound(monkeypatch):
+    # the central-limit start can be far above the truth at small noise (q = 1e-3, sigma = 0.3, T = 1e5:
+    # mu ~ 81, eps capped at 1e3 where the truth is ~153); the start is at most the whole ledger's
+    # Chernoff bound, so even a start at 1e6 leads to the same narrow bracket, which overlaps the
+    # discretised PLD's (an independent route)
+    entries = [(SubsampledGaussian(sigma=0.3, sample_rate=1e-3), 100_000)]
+    monkeypatch.setattr(split, "_clt_epsilon", lambda *_: 1e6)
+    r = split.split_epsilon_bounds(entries, 1e-5, "remove", 1e-4)
+    assert r.upper - r.lower <= 1e-4 * r.upper
+    ref = pld.pld_epsilon_bounds(entries, 1e-5, "remove", 1e-3)
+    assert r.lower <= ref.upper and ref.lower <= r.upper
