@@ -302,3 +302,18 @@ def test_huge_step_count_at_epsilon_zero_answers_with_bounded_work(sigma, q):
         warnings.simplefilter("ignore", AccuracyWarning)
         auto = acct.certificate(epsilon=0.0)
     assert 0.0 <= (auto.lower_bound or 0.0) <= auto.delta <= c.delta
+
+
+@pytest.mark.parametrize("q,sigma,steps", [(1e-4, 2.0, 10), (1e-3, 5.0, 10), (1e-3, 1.0, 100),
+                                           (1e-4, 0.5, 1000)])
+def test_lower_bound_is_at_least_the_output_statistic(q, sigma, steps):
+    """The certificate's lower bound is at least the max/sum-statistic bound (an independent, cheap
+    certified lower bound): auto evaluates the statistic for few steps (where it beat the routes' lower
+    bounds in the sweep) and, with more steps, skips it once the bracket is within the target."""
+    from accountant import routes
+
+    acct = PrivacyAccountant().step(sigma=sigma, sample_rate=q, steps=steps)
+    cert = acct.certificate(delta=1e-5)
+    stat = routes.statistic_lower(acct._ledger, "epsilon", 1e-5)
+    assert stat is not None and stat > 0.0
+    assert stat <= cert.lower_bound <= cert.epsilon
