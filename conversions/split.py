@@ -56,6 +56,11 @@ U = 2.0**-53
 NEGLIGIBLE = 1.0
 #: epsilon queries stop refining once the certified bracket is this narrow (relative)
 EPS_RTOL = 1e-4
+#: ... and give up once two integrated passes left it wider than this (relative) without halving it: in
+#: the regimes sweep no such bracket was narrowed by further passes or cuts (tiny eps at tiny q, e.g.
+#: q = 1e-6, sigma = 1, T = 100..1000, where the remove direction's lower bound stays 0; the discretised
+#: PLD answers those), which cost up to 0.2 s
+STALL_RTOL = 0.5
 
 
 class _Meter:
@@ -485,6 +490,7 @@ def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol:
     integrated = False
     capped: Exception | None = None
     lo_all, up_all = best.lower, best.upper  # (every pass's bracket is certified: their intersection is)
+    width, stalled = math.inf, False
     for _ in range(3):  # integrated passes (after a capped one, at a low cut: the core stays narrow)
         cut = 0.5 * eps_ref if capped is not None and not integrated else None
         try:
@@ -509,6 +515,10 @@ def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol:
         lo_all = min(lo_all, up_all)
         if up_all - lo_all <= EPS_RTOL * max(up_all, 1e-12) or up_all == 0.0:
             break
+        width, last_width = up_all - lo_all, width
+        if width > STALL_RTOL * up_all and width > 0.5 * last_width:
+            stalled = True  # (wide and not halved: more passes and cuts have not helped in the sweep)
+            break
         if abs(r.upper - eps_ref) <= 0.05 * eps_ref:
             break  # planned at the answer already: another pass would give the same grid
         eps_ref = best.upper
@@ -523,8 +533,8 @@ def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol:
         return r.lower, r.upper, (r.estimate, det)
 
     lo, up, found = _other_cuts(eps_ref, best_det.get("ell_cut"), lo_all, up_all,
-                                lambda lo_, up_, _f: up_ - lo_ <= EPS_RTOL * max(up_, 1e-12) or up_ == 0.0,
-                                at_cut)
+                                lambda lo_, up_, _f: (up_ - lo_ <= EPS_RTOL * max(up_, 1e-12) or up_ == 0.0
+                                                      or stalled), at_cut)
     est = best.estimate
     if found is not None:
         est, best_det = found
