@@ -519,8 +519,8 @@ def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol:
         if width > STALL_RTOL * up_all and width > 0.5 * last_width:
             stalled = True  # (wide and not halved: more passes and cuts have not helped in the sweep)
             break
-        if abs(r.upper - eps_ref) <= 0.05 * eps_ref:
-            break  # planned at the answer already: another pass would give the same grid
+        if abs(r.upper - eps_ref) <= 0.05 * eps_ref or best.upper == eps_ref:
+            break  # planned at the answer already (or at the same eps): another pass gives the same grid
         eps_ref = best.upper
     if not integrated:
         raise capped if capped is not None else C.WouldBeCapped("the split found no integrable cut")
