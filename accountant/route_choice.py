@@ -195,6 +195,7 @@ def select(acct: PrivacyAccountant, method: str, query: str, value: float,
         ctx.skip_if_capped = (not compare and not was_deferred
                               and any(getattr(r, "numerical", False) for r, _ in queue))
         ctx.work_limit = DEFERRED_WORK_LIMIT if was_deferred else AUTO_WORK_LIMIT
+        ctx.lower = None if compare else lower
         try:
             r = results[route.name] = run(route)
         except routes.RouteDeferred as exc:

@@ -63,6 +63,9 @@ class QueryContext:
     #: set by ``method="auto"``): the numerical routes stop refining when they predict to pass it and
     #: return their certified bracket, flagged ``details["time_limit"]``
     deadline: float | None = None
+    #: a certified lower bound on the query's answer found by earlier routes (set by ``method="auto"``): a
+    #: direction whose cheap upper bound is below it cannot matter (:mod:`conversions.dominated`)
+    lower: float | None = None
 
 
 @runtime_checkable
@@ -355,7 +358,8 @@ class CharacteristicFunctionRoute:
             return r
 
         query = "epsilon" if fn is contour.epsilon_bounds else "delta"
-        return self._worst(ledger, dominated.each_direction(items, directions(ledger), query, value, one))
+        return self._worst(ledger, dominated.each_direction(items, directions(ledger), query, value, one,
+                                                            ctx.lower))
 
     def epsilon(self, ledger: Ledger, delta: float, ctx: QueryContext) -> Bracket:
         return self._run(contour.epsilon_bounds, split.split_epsilon_bounds, ledger, delta, ctx)
@@ -408,8 +412,8 @@ class DiscretisedPLDRoute:
         items = self._check(ledger, ctx)
         try:
             query, rtol = ("epsilon" if fn is pld.pld_epsilon_bounds else "delta"), self._rtol(ctx)
-            res = dominated.each_direction(items, directions(ledger), query, value,
-                                           lambda d: fn(items, value, d, rtol, deadline=ctx.deadline))
+            res = dominated.each_direction(items, directions(ledger), query, value, lambda d: fn(
+                items, value, d, rtol, deadline=ctx.deadline), ctx.lower)
         except pld.FirstPassAbandoned as exc:
             raise RouteTimedOut(str(exc)) from None
         except (OverflowError, ZeroDivisionError) as exc:

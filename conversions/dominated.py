@@ -67,13 +67,16 @@ def chernoff_upper(entries, query: str, value: float, direction: str) -> float |
 
 
 def each_direction(entries, dirs: Sequence[str], query: str, value: float,
-                   run: Callable[[str], EpsilonBounds | DeltaBounds]) -> list:
-    """``[run(d) for d in dirs]``, except that a direction after the first whose Chernoff bound
-    (:func:`chernoff_upper`) is at most the largest certified lower bound found so far gets the bracket
-    [0, that bound] instead (it cannot change the worst-direction certificate; module docstring)."""
+                   run: Callable[[str], EpsilonBounds | DeltaBounds], floor: float | None = None) -> list:
+    """``[run(d) for d in dirs]``, except that a direction whose Chernoff bound (:func:`chernoff_upper`)
+    is at most the largest certified lower bound found so far (the earlier directions' lower bounds, and
+    ``floor``: a certified lower bound on the worst direction's value from elsewhere, e.g. another route)
+    gets the bracket [0, that bound] instead.  It cannot change the worst-direction certificate (module
+    docstring; with ``floor`` from another route: that direction's value is then at most ``floor``,
+    which already bounds the combined answer from below)."""
     res: list = []
     for d in dirs:
-        ceiling = max((r.lower for r in res), default=0.0)
+        ceiling = max([r.lower for r in res] + [floor or 0.0])
         if ceiling > 0.0:
             up = chernoff_upper(entries, query, value, d)
             if up is not None and up <= ceiling:

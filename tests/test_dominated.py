@@ -55,7 +55,7 @@ def _cert(q, sigma, steps, query, value, method):
     return acct.certificate(epsilon=value, method=method)
 
 
-@pytest.mark.parametrize("method", ["cf", "pld"])
+@pytest.mark.parametrize("method", ["cf", "pld", "auto"])
 @pytest.mark.parametrize("q,sigma,steps,query,value", [
     (1e-3, 0.5, 100, "epsilon", 1e-5),  # add eps ~0.07, remove eps ~2.1
     (1e-3, 0.8, 100, "epsilon", 1e-5),
@@ -97,3 +97,20 @@ def test_dominated_direction_gets_a_zero_based_bracket():
     # a first direction with lower bound 0 never makes the second one dominated
     res = dominated.each_direction(entries, ("add", "remove"), "epsilon", 1e-5, run)
     assert ran == ["remove", "add", "remove"]
+
+
+def test_floor_from_another_route_makes_a_direction_dominated():
+    # a certified lower bound from elsewhere (here the remove direction's, by the discretised PLD) lets
+    # even the first direction evaluated be skipped when its Chernoff bound is below it
+    entries = [(SubsampledGaussian(sigma=0.5, sample_rate=1e-3), 100)]
+    floor = pld.pld_epsilon_bounds(entries, 1e-5, "remove", 1e-3).lower
+    ran = []
+
+    def run(d):
+        ran.append(d)
+        return pld.pld_epsilon_bounds(entries, 1e-5, d, 1e-3)
+
+    res = dominated.each_direction(entries, ("add", "remove"), "epsilon", 1e-5, run, floor)
+    assert ran == ["remove"]
+    assert res[0].direction == "add" and res[0].lower == 0.0 and res[0].upper <= floor
+    assert res[1].lower >= floor * (1 - 1e-12)
