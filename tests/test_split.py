@@ -322,3 +322,14 @@ def test_eps_path_start_is_capped_by_the_chernoff_bound(monkeypatch):
     assert r.upper - r.lower <= 1e-4 * r.upper
     ref = pld.pld_epsilon_bounds(entries, 1e-5, "remove", 1e-3)
     assert r.lower <= ref.upper and ref.lower <= r.upper
+
+
+@pytest.mark.parametrize("T", [100, 1000])
+def test_stalled_split_still_overlaps_the_pld(T):
+    # tiny eps at q = 1e-6: the split's brackets stay wide (its remove-direction lower bound is 0) and
+    # it stops after two passes that do not halve them; what it returns is still certified, so it
+    # overlaps the discretised PLD's bracket (an independent route)
+    entries = [(SubsampledGaussian(sigma=1.0, sample_rate=1e-6), T)]
+    s = split.split_epsilon_bounds(entries, 1e-5, "remove", 1e-4)
+    p = pld.pld_epsilon_bounds(entries, 1e-5, "remove", 1e-3)
+    assert 0.0 <= s.lower <= s.upper and s.lower <= p.upper and p.lower <= s.upper
