@@ -40,7 +40,10 @@ def chernoff_upper(entries, query: str, value: float, direction: str) -> float |
     """A rigorous upper bound on eps(delta = value) (``query="epsilon"``) or delta(eps = value)
     (``"delta"``) of one direction: the optimised Chernoff bound of the composed ledger, rounded up
     (module docstring).  None when it is not finite or costs more than the contour's fallback budget."""
-    pld = ComposedPLD(entries, direction)
+    try:
+        pld = ComposedPLD(entries, direction)
+    except (ValueError, TypeError):  # (a mechanism without a loss distribution: no cheap bound here)
+        return None
     if not pld.entries:
         return None
     if query == "epsilon":

@@ -114,3 +114,11 @@ def test_floor_from_another_route_makes_a_direction_dominated():
     assert ran == ["remove"]
     assert res[0].direction == "add" and res[0].lower == 0.0 and res[0].upper <= floor
     assert res[1].lower >= floor * (1 - 1e-12)
+
+
+def test_chernoff_upper_declines_ledgers_without_a_loss_distribution():
+    from mechanisms import ZCDP
+
+    m = ZCDP(rho=0.5)
+    assert not m.pld_available
+    assert dominated.chernoff_upper([(m, 2)], "epsilon", 1e-5, "remove") is None
