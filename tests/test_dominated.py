@@ -79,6 +79,7 @@ def test_shortcut_leaves_the_certificate_unchanged(monkeypatch, q, sigma, steps,
     assert fast.lower_bound is not None
     if sigma == 0.5:  # (the add direction is far below the remove direction: the shortcut was taken)
         assert calls[-1] is not None and calls[-1] <= fast.lower_bound
+        assert fast.details.get("dominated_directions") == "add"
 
 
 def test_dominated_direction_gets_a_zero_based_bracket():
