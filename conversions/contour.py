@@ -108,6 +108,34 @@ def _cheap_chernoff_margin(pld: ComposedPLD, c: float, eps: float, log_value: fl
     return 64.0 * _U64 * (len(pld.entries) + 4.0) * (1.0 + lk + mag + abs(c * eps))
 
 
+def chernoff_delta_upper(pld: ComposedPLD, eps: float) -> float | None:
+    """The optimised Chernoff bound on delta(eps) of one direction, p_inf + kappa(c) M(c) e^{-c eps} at
+    the saddle line, rounded up (the declared MGF error and the exponent's rounding added; never 0: the
+    Chernoff value may underflow while the true delta is positive; capped at 1).  An upper bound only;
+    None when it costs more than the fallback budget (``_FALLBACK_WORK``, ``_FALLBACK_TIME``)."""
+    def chernoff() -> float:
+        c = pld.saddle(eps)
+        log_ch = pld.chernoff_log_delta(c, eps) + pld.mgf_err_at(c)
+        return log_ch + _cheap_chernoff_margin(pld, c, eps, log_ch)
+
+    log_ch = _metered(pld, _FALLBACK_WORK, chernoff, _FALLBACK_TIME)
+    if log_ch is None:
+        return None
+    return max(min(1.0, (pld.p_inf + math.exp(min(log_ch, 0.0))) * (1.0 + 8 * _U64)), _TINY)
+
+
+def chernoff_epsilon_upper(pld: ComposedPLD, delta: float) -> float | None:
+    """The optimised Chernoff bound on eps(delta) of one direction, min_c of (log kappa(c) + log M(c) -
+    log(delta - p_inf)) / c, rounded up (the declared MGF error and a few ulps of the exponent's summands
+    added).  An upper bound only; None when it is not finite or costs more than the fallback budget."""
+    opt = _metered(pld, _FALLBACK_WORK, lambda: _chernoff_eps_opt(pld, delta - pld.p_inf), _FALLBACK_TIME)
+    if opt is None or not math.isfinite(opt[0]):
+        return None
+    hi, c_ch = opt
+    slack = _cheap_chernoff_margin(pld, c_ch, hi, math.log(delta - pld.p_inf)) / c_ch
+    return max(0.0, (hi + (pld.mgf_err_at(c_ch) / c_ch + slack)) * (1.0 + 8 * _U64))
+
+
 def delta_bounds(pld: ComposedPLD, eps: float, rtol: float = DEFAULT_RTOL, *,
                  skip_if_capped: bool = False, work_limit: float | None = None) -> DeltaBounds:
     """Certified bracket on delta(eps) of the composed pair (one direction).
@@ -125,17 +153,9 @@ def delta_bounds(pld: ComposedPLD, eps: float, rtol: float = DEFAULT_RTOL, *,
         return res
     up = 1.0 if (pld.tv_bound is None or eps < 0.0) else pld.tv_bound
     what = "total-variation" if up < 1.0 else "trivial"
-
-    def chernoff() -> float:
-        c = pld.saddle(eps)
-        log_ch = pld.chernoff_log_delta(c, eps) + pld.mgf_err_at(c)
-        return log_ch + _cheap_chernoff_margin(pld, c, eps, log_ch)
-
-    log_ch = _metered(pld, _FALLBACK_WORK, chernoff, _FALLBACK_TIME)
-    if log_ch is not None and log_ch < 0.0 and pld.p_inf + math.exp(log_ch) < up:
-        # (never 0: the Chernoff value may underflow while the true delta is positive)
-        up = max(min(1.0, (pld.p_inf + math.exp(log_ch)) * (1.0 + 8 * _U64)), _TINY)
-        what = "Chernoff"
+    ch = chernoff_delta_upper(pld, eps)
+    if ch is not None and ch < up:
+        up, what = ch, "Chernoff"
     lo = min(max(_floor(eps), pld.p_inf * (1.0 - 8 * _U64)), up)  # (p_inf rounded down)
     return DeltaBounds(eps, up, lo, up, pld.direction,
                        {"work_limit": True, "warning": _LIMIT_WARNING.format(what=what)})
@@ -224,11 +244,9 @@ def epsilon_bounds(pld: ComposedPLD, delta: float, rtol: float = DEFAULT_RTOL, *
     if res is not None:
         return res
     upper, what = math.inf, "trivial"
-    opt = _metered(pld, _FALLBACK_WORK, lambda: _chernoff_eps_opt(pld, delta - pld.p_inf), _FALLBACK_TIME)
-    if opt is not None and math.isfinite(opt[0]):
-        hi, c_ch = opt
-        slack = _cheap_chernoff_margin(pld, c_ch, hi, math.log(delta - pld.p_inf)) / c_ch
-        upper, what = max(0.0, (hi + (pld.mgf_err_at(c_ch) / c_ch + slack)) * (1.0 + 8 * _U64)), "Chernoff"
+    ch = chernoff_epsilon_upper(pld, delta)
+    if ch is not None:
+        upper, what = ch, "Chernoff"
     return EpsilonBounds(delta, upper, 0.0, upper, pld.direction,
                          {"work_limit": True, "warning": _LIMIT_WARNING.format(what=what)})
 

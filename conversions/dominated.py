@@ -21,53 +21,28 @@ certificate shows); the certificate's numbers are the same as with B evaluated i
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Sequence
 
-from .contour import (
-    _FALLBACK_TIME,
-    _FALLBACK_WORK,
-    _U64,
-    ComposedPLD,
-    DeltaBounds,
-    EpsilonBounds,
-    _cheap_chernoff_margin,
-    _chernoff_eps_opt,
-    _metered,
-)
+from .contour import ComposedPLD, DeltaBounds, EpsilonBounds, chernoff_delta_upper, chernoff_epsilon_upper
 
 
 def chernoff_upper(entries, query: str, value: float, direction: str) -> float | None:
     """A rigorous upper bound on eps(delta = value) (``query="epsilon"``) or delta(eps = value)
     (``"delta"``) of one direction: the optimised Chernoff bound of the composed ledger, rounded up
-    (module docstring).  None when it is not finite or costs more than the contour's fallback budget."""
+    (:func:`conversions.contour.chernoff_epsilon_upper`, :func:`~conversions.contour.chernoff_delta_upper`;
+    module docstring).  None when it is not finite or costs more than the contour's fallback budget."""
     try:
         pld = ComposedPLD(entries, direction)
     except (ValueError, TypeError):  # (a mechanism without a loss distribution: no cheap bound here)
         return None
-    if not pld.entries:
+    if not pld.entries or (query == "epsilon" and not value > pld.p_inf):
         return None
-    if query == "epsilon":
-        d_fin = value - pld.p_inf
-        if not d_fin > 0.0:
-            return None
-
-        def bound() -> float:
-            hi, c = _chernoff_eps_opt(pld, d_fin)
-            slack = _cheap_chernoff_margin(pld, c, hi, math.log(d_fin)) / c
-            return (hi + pld.mgf_err_at(c) / c + slack) * (1.0 + 8 * _U64)
-    else:
-        def bound() -> float:
-            c = pld.saddle(value)
-            log_ch = pld.chernoff_log_delta(c, value) + pld.mgf_err_at(c)
-            log_ch += _cheap_chernoff_margin(pld, c, value, log_ch)
-            return (pld.p_inf + math.exp(min(log_ch, 0.0))) * (1.0 + 8 * _U64)
-
     try:
-        up = _metered(pld, _FALLBACK_WORK, bound, _FALLBACK_TIME)
+        if query == "epsilon":
+            return chernoff_epsilon_upper(pld, value)
+        return chernoff_delta_upper(pld, value)
     except (ValueError, ArithmeticError):
         return None
-    return float(up) if up is not None and math.isfinite(up) and up >= 0.0 else None
 
 
 def each_direction(entries, dirs: Sequence[str], query: str, value: float,

@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import math
 
-import mpmath as mp
 import pytest
+import reference as ref
 
 from accountant import PrivacyAccountant
 from conversions import dominated, pld
 from mechanisms import Gaussian, SubsampledGaussian
 
 
-def _gauss_delta_mp(eps: float, mu: float) -> mp.mpf:
-    mp.mp.dps = 40
-    e, m = mp.mpf(eps), mp.mpf(mu)
-    return mp.ncdf(-e / m + m / 2) - mp.exp(e) * mp.ncdf(-e / m - m / 2)
+def _gauss_delta_mp(eps: float, mu: float):
+    return ref.gaussian_delta(eps, mu, as_mpf=True)
 
 
 @pytest.mark.parametrize("sigma,steps", [(1.0, 1), (3.0, 50), (0.7, 4)])
@@ -82,14 +80,20 @@ def test_shortcut_leaves_the_certificate_unchanged(monkeypatch, q, sigma, steps,
         assert fast.details.get("dominated_directions") == "add"
 
 
-def test_dominated_direction_gets_a_zero_based_bracket():
-    entries = [(SubsampledGaussian(sigma=0.5, sample_rate=1e-3), 100)]
+def _pld_runner(entries):
+    """(run(direction) -> the discretised PLD's eps(1e-5) bracket, the list of directions it ran)."""
     ran = []
 
     def run(d):
         ran.append(d)
         return pld.pld_epsilon_bounds(entries, 1e-5, d, 1e-3)
 
+    return run, ran
+
+
+def test_dominated_direction_gets_a_zero_based_bracket():
+    entries = [(SubsampledGaussian(sigma=0.5, sample_rate=1e-3), 100)]
+    run, ran = _pld_runner(entries)
     res = dominated.each_direction(entries, ("remove", "add"), "epsilon", 1e-5, run)
     assert ran == ["remove"]
     add = res[1]
@@ -105,12 +109,7 @@ def test_floor_from_another_route_makes_a_direction_dominated():
     # even the first direction evaluated be skipped when its Chernoff bound is below it
     entries = [(SubsampledGaussian(sigma=0.5, sample_rate=1e-3), 100)]
     floor = pld.pld_epsilon_bounds(entries, 1e-5, "remove", 1e-3).lower
-    ran = []
-
-    def run(d):
-        ran.append(d)
-        return pld.pld_epsilon_bounds(entries, 1e-5, d, 1e-3)
-
+    run, ran = _pld_runner(entries)
     res = dominated.each_direction(entries, ("add", "remove"), "epsilon", 1e-5, run, floor)
     assert ran == ["remove"]
     assert res[0].direction == "add" and res[0].lower == 0.0 and res[0].upper <= floor
@@ -123,3 +122,13 @@ def test_chernoff_upper_declines_ledgers_without_a_loss_distribution():
     m = ZCDP(rho=0.5)
     assert not m.pld_available
     assert dominated.chernoff_upper([(m, 2)], "epsilon", 1e-5, "remove") is None
+
+
+def test_chernoff_upper_never_rounds_a_positive_delta_to_zero():
+    # far in the tail the Chernoff value underflows while the true delta (mpmath) is still positive:
+    # the bound must stay above it (the contour fallback's floor, shared)
+    entries = [(Gaussian(sigma=1.0), 1)]
+    for eps in (800.0, 1e4):
+        up = dominated.chernoff_upper(entries, "delta", eps, "remove")
+        truth = _gauss_delta_mp(eps, 1.0)
+        assert truth > 0 and up is not None and up > 0.0 and up >= truth
