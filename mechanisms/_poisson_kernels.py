@@ -164,15 +164,20 @@ def _weighted_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span):  # prag
     nf = 4.0 * (hi2 - lo2) / tau
     nfine = 4000 if nf > 4000.0 else math.ceil(nf)
     step2 = (hi2 - lo2) / nfine
+    # one evaluation per point (the exponent's values are kept for the second pass)
+    fc = np.empty(ncoarse + 1)
+    ff = np.empty(nfine + 1)
     fmax = -np.inf
     for i in range(ncoarse + 1):
         x = lo + i * step
         f = -0.5 * x * x + wr * _ell(x, q, mu, lq, l1q) + split_log_weight(x, xcut, tau, part)
+        fc[i] = f
         if f > fmax:
             fmax = f
     for i in range(nfine + 1):
         x = lo2 + i * step2
         f = -0.5 * x * x + wr * _ell(x, q, mu, lq, l1q) + split_log_weight(x, xcut, tau, part)
+        ff[i] = f
         if f > fmax:
             fmax = f
     a = np.inf
@@ -181,14 +186,14 @@ def _weighted_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span):  # prag
         x = lo + i * step
         if lo2 <= x <= hi2:
             continue
-        if -0.5 * x * x + wr * _ell(x, q, mu, lq, l1q) + split_log_weight(x, xcut, tau, part) > fmax - span:
+        if fc[i] > fmax - span:
             if x - step < a:
                 a = x - step
             if x + step > b:
                 b = x + step
     for i in range(nfine + 1):
         x = lo2 + i * step2
-        if -0.5 * x * x + wr * _ell(x, q, mu, lq, l1q) + split_log_weight(x, xcut, tau, part) > fmax - span:
+        if ff[i] > fmax - span:
             if x - step2 < a:
                 a = x - step2
             if x + step2 > b:
