@@ -317,3 +317,19 @@ def test_lower_bound_is_at_least_the_output_statistic(q, sigma, steps):
     stat = routes.statistic_lower(acct._ledger, "epsilon", 1e-5)
     assert stat is not None and stat > 0.0
     assert stat <= cert.lower_bound <= cert.epsilon
+
+
+def test_statistic_that_closes_the_gap_spares_the_deferred_contour():
+    """q = 1e-5, sigma = 0.4, T = 10 (few steps): the contour defers, the discretised PLD leaves a
+    bracket just over the target, and the output statistic's lower bound closes it -- so auto computes
+    the statistic before re-running the deferred contour and skips it.  The certificate is the PLD's upper
+    end with the statistic's lower bound (both certified), the same as with the contour re-run."""
+    from accountant import routes
+
+    acct = PrivacyAccountant().step(sigma=0.4, sample_rate=1e-5, steps=10)
+    cert = acct.certificate(delta=1e-5)
+    pld = acct.certificate(delta=1e-5, method="pld")
+    stat = routes.statistic_lower(acct._ledger, "epsilon", 1e-5)
+    assert cert.epsilon == pld.epsilon and cert.lower_bound == max(stat, pld.lower_bound)
+    assert cert.epsilon - cert.lower_bound <= 1e-4  # (the absolute target below eps = 0.1)
+    assert "cf" in cert.details["skipped_routes"]
