@@ -339,6 +339,36 @@ class SubsampledGaussian(Mechanism):
             return gaussian_loss_cells(e, mu)
         return sg_cells(e, q, mu, direction == "add")
 
+    def pld_loss_floor(self, direction: str = "remove") -> float:
+        """A lower bound on the privacy loss of every outcome: log(1 - q) (one ulp lower) for remove,
+        where l(x) = log(1 - q + q e^{mu x - mu^2/2}) > log(1 - q); -inf for add (L = -l(x) is unbounded
+        below) and for q = 1 (the Gaussian loss); 0 for q = 0 (the atom L = 0)."""
+        check_direction(direction)
+        q = self.sample_rate
+        if q == 0.0:
+            return 0.0
+        if direction == "add" or q == 1.0:
+            return -math.inf
+        return math.nextafter(math.log1p(-q), -math.inf)
+
+    def pld_upper_tail(self, level: float, direction: str = "remove"):
+        """Certified bounds ``(p_lo, p_up, q_lo, q_up)`` on P(L > level) and Q(L > level) of the dominating
+        pair (P, Q) (remove: P = (1 - q) N(0, 1) + q N(mu, 1), Q = N(0, 1)), or ``None`` (add, q in {0, 1}).
+
+        L > level iff x > x(level) (the loss is increasing in x); P's mass there is the remove cell above
+        ``level`` and Q's the add direction's cell L' = -l(x) <= -level (Q = N(0, 1) is the add pair's P;
+        the loss has no atoms for 0 < q < 1), both exact Phi tails with ``sg_cells``' error bounds."""
+        check_direction(direction)
+        from ._cells import sg_cells
+
+        q, mu = self.sample_rate, self.mu
+        if direction == "add" or not (0.0 < q < 1.0) or not math.isfinite(level):
+            return None
+        m, e = sg_cells(np.array([float(level)]), q, mu, False)
+        mq, eq = sg_cells(np.array([-float(level)]), q, mu, True)
+        return (max(float(m[1] - e[1]), 0.0), min(float(m[1] + e[1]), 1.0),
+                max(float(mq[0] - eq[0]), 0.0), min(float(mq[0] + eq[0]), 1.0))
+
     def pld_cell_offsets(self, edges: np.ndarray, direction: str = "remove"):
         """Bounds on E[L - e_{i-1} | cell i] / Delta_i from the convexity of the loss in x and the
         Gaussian shape of x inside the cell (``mechanisms._cells.sg_offsets``; Gaussian for q = 1,

@@ -155,6 +155,99 @@ def test_parts_partition_the_cell_masses():
             assert mc2.shape == (edges.size,) and len(memo["cells"]) == 3
 
 
+def _tails_mp(level, q, sigma):
+    """P(L > level), Q(L > level) of one remove-direction step (40 digits): L > level iff x > x*."""
+    with mp.workdps(40):
+        q, mu = mp.mpf(q), 1 / mp.mpf(sigma)
+        xs = _ystar(mp.exp(mp.mpf(level)), q, mu)
+        return (1 - q) * mp.ncdf(-xs) + q * mp.ncdf(-(xs - mu)), mp.ncdf(-xs)
+
+
+@pytest.mark.parametrize("q,sigma,level", [(1e-4, 1.0, 0.097), (1e-3, 0.5, 1.3), (0.3, 2.0, 0.2),
+                                           (1e-6, 1.0, 1e-4), (0.01, 1.1, 4.0)])
+def test_upper_tail_and_loss_floor_against_mpmath(q, sigma, level):
+    """``pld_upper_tail`` brackets the exact P- and Q-masses above a loss level (to 1e-10 relative);
+    ``pld_loss_floor`` is at most the loss infimum log(1 - q) and within 1e-15 of it (remove); the add
+    direction has neither."""
+    mech = SubsampledGaussian(sigma=sigma, sample_rate=q)
+    p_lo, p_up, q_lo, q_up = mech.pld_upper_tail(level, "remove")
+    p_ref, q_ref = _tails_mp(level, q, sigma)
+    assert p_lo <= p_ref <= p_up and p_up - p_lo <= 1e-10 * p_ref
+    assert q_lo <= q_ref <= q_up and q_up - q_lo <= 1e-10 * q_ref
+    floor = mech.pld_loss_floor("remove")
+    with mp.workdps(40):
+        inf_loss = mp.log(1 - mp.mpf(q))
+    assert floor <= inf_loss and inf_loss - floor <= 1e-15 * max(1.0, abs(floor))
+    assert mech.pld_loss_floor("add") == -math.inf and mech.pld_upper_tail(level, "add") is None
+
+
+def test_bounded_large_part_partitions_the_cell_masses():
+    """core (L <= cut) + large part bounded at top (cut < L <= top) + the part above top = the mechanism's
+    cells, on edges that do and do not hold cut and top."""
+    mech = SubsampledGaussian(sigma=1.0, sample_rate=1e-3)
+    for cut, top in ((0.01, 0.05), (0.0125, 0.0512), (0.01, 0.0125)):
+        edges = np.arange(-4, 400) * 0.0025
+        m, _ = mech.pld_cell_masses(edges, "remove")
+        mc, _ = pld_split._LossPart(base=mech, cut=cut, big=False).pld_cell_masses(edges, "remove")
+        mb, eb = pld_split._LossPart(base=mech, cut=cut, big=True, top=top).pld_cell_masses(edges,
+                                                                                            "remove")
+        mt, _ = pld_split._LossPart(base=mech, cut=top, big=True).pld_cell_masses(edges, "remove")
+        np.testing.assert_allclose(mc + mb + mt, m, rtol=1e-12, atol=1e-300)
+        inside = (np.concatenate([[-np.inf], edges]) >= cut - 0.0025) & (
+            np.concatenate([edges, [np.inf]]) <= top + 0.0025)
+        assert np.all(mb[~inside] == 0) and np.all(eb >= 0)
+
+
+@pytest.mark.parametrize("q,sigma,eps", [(1e-4, 1.0, 0.02), (1e-4, 1.0, 0.04), (1e-3, 1.0, 0.05),
+                                         (0.02, 0.8, 0.3)])
+def test_split_with_closed_form_tail_contains_the_two_step_delta(q, sigma, eps):
+    """With the large part bounded above (eps_max given) the tail's part of delta is the closed form
+    P^T(A) - e^eps Q^T(A); the bracket still holds the T = 2 reference at eps and below, and above
+    eps_max (where the closed form does not hold) the bounds stay valid."""
+    mech = SubsampledGaussian(sigma=sigma, sample_rate=q)
+    eps_max = 1.5 * eps
+    sp = pld_split.SplitPLD(mech, 2, "remove", 0.5 * eps, eps, float(delta_t2(eps, q, sigma)), 1e-3,
+                            0.8 * max(1e-3 * eps, 1e-4), 1 << 18, eps_max)
+    assert sp.tail is not None and sp.cut < sp.top < math.inf
+    assert sp.top + mech.pld_loss_floor("remove") >= eps_max  # (the tail's condition, T - 1 = 1)
+    for e in (0.5 * eps, eps, eps_max, 2.0 * eps_max):
+        truth = float(delta_t2(e, q, sigma))
+        lo, up = sp.lower(e), sp.upper(e)
+        assert lo <= truth * (1 + 1e-12) and truth <= up * (1 + 1e-12), (e, lo, truth, up)
+        if e <= eps_max:
+            assert up - lo <= 0.2 * truth
+
+
+def test_closed_form_tail_at_one_step_is_the_exact_delta_above_top():
+    """T = 1: top = eps_max and the tail term is P(L > top) - e^eps Q(L > top), the exact contribution of
+    the outputs above top to delta(eps) for eps <= top (mpmath)."""
+    q, sigma, eps_max = 1e-3, 1.0, 0.8
+    mech = SubsampledGaussian(sigma=sigma, sample_rate=q)
+    sp = pld_split.SplitPLD(mech, 1, "remove", 0.1, 0.5, 1e-8, 1e-3, 1e-4, 1 << 16, eps_max)
+    p_ref, q_ref = _tails_mp(sp.top, q, sigma)
+    for e in (0.2, 0.5, eps_max):
+        with mp.workdps(40):
+            want = p_ref - mp.exp(mp.mpf(e)) * q_ref
+        assert sp._tail(e, False) <= want <= sp._tail(e, True)
+        assert sp._tail(e, True) - sp._tail(e, False) <= 1e-9 * want
+
+
+def test_bounded_large_part_narrows_the_t100_tiny_delta_corner():
+    """q = 1e-4, sigma = 1, T = 100, delta = 1e-12 (a regimes-sweep setting that was 1.8e-3 wide and took
+    1.2 s: the large part's grid reached loss 0.42 and was capped): with the tail in closed form the
+    bracket meets the target (1e-4 absolute below eps = 0.1) and lies inside the one the capped grid
+    certified, [0.067396, 0.067517] (both certified: the new one must intersect it), and the
+    MGF-inversion reference of tests/reference_dpsgd.py (~10 s) confirms both ends: delta_ref(lower) >=
+    delta >= delta_ref(upper)."""
+    import reference_dpsgd as R
+
+    r = pld_epsilon_bounds([(SubsampledGaussian(sigma=1.0, sample_rate=1e-4), 100)], 1e-12, "remove")
+    assert r.upper - r.lower <= 1e-4
+    assert r.lower <= 0.067517 and r.upper >= 0.067396
+    lo_ref, up_ref = R.deltas_ref([r.lower, r.upper], 1.0, 1e-4, 100, "remove")
+    assert lo_ref.value >= 1e-12 >= up_ref.value
+
+
 def test_delta_query_uses_the_split_and_stays_sound():
     q, sigma, eps = 1e-4, 1.0, 0.03
     truth = float(delta_t2(eps, q, sigma))
