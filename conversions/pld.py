@@ -87,7 +87,8 @@ from .pld_grid import (
     _log_kappa,
     _ranges,
 )
-from .pld_split import split_applicable, split_delta_bracket, split_epsilon_bracket
+from .pld_split import split_applicable, split_delta_bracket, split_epsilon_bracket, truncated_entries
+from .pld_tail import TailEvaluator
 from .pld_tilt import _saddle
 
 
@@ -375,8 +376,15 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
         theta_hint = _saddle(ev.blocks, ev.ks, tilt)
         if not math.isfinite(theta_hint):
             theta_hint = ev.c.theta
+        # the loss law above top = up - (T - 1) floor in closed form where the mechanism allows it
+        # (conversions.pld_tail: the grid ends near eps instead of in the far tail)
+        grid_ents, tail = truncated_entries(ents, direction, up)
         # grid ranges for this tilt (the lower cut depends on it), then the target grid
-        ranges = _ranges(ents, direction, rtol, delta, 0.5 * theta_hint)
+        ranges = _ranges(grid_ents, direction, rtol, delta, 0.5 * theta_hint)
+        if tail is not None:
+            full = _ranges(ents, direction, rtol, delta, 0.5 * theta_hint)
+            if not ranges[0][1] < full[0][1]:  # (the tail would not shorten the grid)
+                grid_ents, tail, ranges = ents, None, full
         target = max(rtol * est, 0.1 * rtol)
         prev_width = width
         width = 0.8 * target  # leaves room for the error terms (~10% of the bracket at 1e-3)
@@ -389,12 +397,12 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
             break
         if not clock.allows(_growth(ev, prev_width, width, ranges, max_points)):
             break
-        nxt = clock.timed(_run, ents, direction, width, ranges, tilt, max_points, rtol, a_next, delta,
-                          theta_hint, deadline=deadline)
+        nxt = clock.timed(_run, grid_ents, direction, width, ranges, tilt, max_points, rtol, a_next,
+                          delta, theta_hint, deadline=deadline)
         if nxt is None:  # (the deadline passed while the pass built its grid)
             clock.stopped = True
             break
-        ev = nxt
+        ev = nxt if tail is None else TailEvaluator(nxt, tail)
         lo2, up2 = _solve(ev, delta)
         extra = _extra(ev, lo2, up2)
         lo, up = max(lo, lo2), min(up, up2)
@@ -407,6 +415,8 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
         last_w = up2 - lo2
     lo = min(lo, up)
     details = _details(ev, passes)
+    if isinstance(ev, TailEvaluator):
+        details["loss_tail_top"] = ev.tail.top
     if not (up - lo <= max(rtol * up, 0.1 * rtol)) and split_ok and clock.allows():
         # near-atomic steps: condition on the number of large steps (conversions.pld_split)
         res = split_epsilon_bracket(ents, delta, direction, rtol, lo, up, max_points)

@@ -21,21 +21,12 @@ only).  D_0 = 0 exactly for eps >= T l_c (mu_c lives on L <= l_c).  Upper bound:
 sum_{j <= J} C(T, j) min(D_j^up, w_c^{T-j} w_b^j) + R_J; lower bound: sum_{j <= J} C(T, j) D_j^lo.
 
 The large part's long upper tail (its grid would reach losses far above eps, where the point cap then
-coarsens every term) is taken out in closed form when the mechanism bounds every step's loss from below
-(``pld_loss_floor(direction)`` = f > -inf, e.g. log(1 - q) for the remove direction of Poisson
-subsampling) and gives the masses above a level (``pld_upper_tail``): for eps <= eps_max (the caller's
-certified upper end) let top = eps_max - (T - 1) f and A the event that some step's loss exceeds top.  On
-A the total loss is > top + (T - 1) f >= eps, so (1 - e^{eps - S})_+ = 1 - e^{eps - S} there and, by the
-change of measure e^{-S} dP^T = dQ^T,
-
-    delta(eps) = delta_{mu_lo^{*T}}(eps) + (1 - (1 - p)^T) - e^eps (1 - (1 - q)^T)     (exact),
-
-mu_lo = mu restricted to L <= top, p = P(L > top), q = Q(L > top).  The split above is applied to mu_lo
-(the large part becomes cut < L <= top).  Past eps_max the upper bound at eps_max stands (delta is
-non-increasing) and the tail's part of the lower bound is dropped (it is >= 0).  Measured: q = 1e-4,
-sigma = 1, T = 100, delta = 1e-12: the large part's grid ends at 0.097 instead of 0.42, the one-large-step
-term is no longer capped (45 ms instead of 0.25-0.4 s) and eps is bracketed in [0.067422, 0.067501]
-(before: [0.067396, 0.067517], 1.2 s).
+coarsens every term) is taken out in closed form where the mechanism allows it
+(:mod:`conversions.pld_tail`): for eps <= eps_max (the caller's certified upper end) the split is
+applied to the loss law restricted to L <= top (the large part becomes cut < L <= top) and the rest of
+delta is P^T(A) - e^eps Q^T(A) exactly.  Measured: q = 1e-4, sigma = 1, T = 100, delta = 1e-12: the
+large part's grid ends at 0.097 instead of 0.42, the one-large-step term is no longer capped (45 ms
+instead of 0.25-0.4 s) and eps is bracketed in [0.067422, 0.067501] (before: [0.067396, 0.067517], 1.2 s).
 
 Neighbouring relation: that of the mechanism's dominating pair (one direction per call).  Result: a
 rigorous bracket; it is intersected with the plain grid's bracket by the caller.
@@ -52,6 +43,7 @@ from mechanisms.base import Mechanism
 
 from .pld_eval import _run, _solve_between
 from .pld_grid import _ranges
+from .pld_tail import LossTail, loss_tail
 
 #: at most this many large steps are composed explicitly (the rest is bounded by its mass)
 MAX_TERMS = 12
@@ -72,6 +64,9 @@ class _LossPart(Mechanism):
     big: bool = False
     #: the large part holds cut < L <= top (the mass above ``top`` is the split's closed-form tail)
     top: float = math.inf
+    #: the part L <= cut offers the base's cell offsets (mean-preserving rounding; the cell holding the
+    #: cut gets [0, its share of the cell]); otherwise round-up cells
+    offsets: bool = False
     #: shared by the two parts of one split: the base's last four cell-mass results (both parts of a
     #: term ask for the same grids, the cut inserted), so that each is computed once
     memo: dict = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
@@ -140,38 +135,37 @@ class _LossPart(Mechanism):
         return res
 
     def pld_cell_offsets(self, edges: np.ndarray, direction: str = "remove"):
-        return None  # round-up cells (few steps: T Delta is affordable)
+        if self.big or not self.offsets:
+            return None  # round-up cells (few steps: T Delta is affordable)
+        base = self.base.pld_cell_offsets(edges, direction)
+        if base is None:
+            return None
+        lo, hi = (np.array(a, dtype=float) for a in base)
+        e = np.asarray(edges, dtype=float)
+        k = int(np.searchsorted(e, self.cut, side="left"))  # cell k = (e[k - 1], e[k]] holds the cut
+        if 1 <= k < e.size:  # (the part's loss in that cell lies in (e[k - 1], cut]; cells above: no mass)
+            share = (self.cut - e[k - 1]) / (e[k] - e[k - 1]) if e[k] > e[k - 1] else 1.0
+            lo[k], hi[k] = 0.0, min(1.0, share * (1 + 1e-12) + 1e-15)
+        return lo, hi
 
     def log_mgf_real(self, c: float, direction: str = "remove") -> float:
         return self.base.log_mgf_real(c, direction)  # (estimates only: an upper bound of the part's)
 
 
-def _top_tail(mech: Mechanism, times: int, direction: str, cut: float, eps_max: float):
-    """(top, eps_max, tail bounds or None): the large part is bounded above at top = eps_max - (T - 1)
-    floor (rounded up), where ``floor`` (the mechanism's optional ``pld_loss_floor``) bounds every step's
-    loss from below, so that any outcome with a step above ``top`` has total loss >= eps_max; the tail
-    is ``pld_upper_tail(top)`` (P- and Q-mass above it).  No bound (top = inf, tail None) when the
-    mechanism has no such hooks or floor, eps_max is not finite, or top would not exceed the cut."""
-    floor_fn, tail_fn = getattr(mech, "pld_loss_floor", None), getattr(mech, "pld_upper_tail", None)
-    if floor_fn is None or tail_fn is None or not math.isfinite(eps_max):
-        return math.inf, math.inf, None
-    floor = floor_fn(direction)
-    if not math.isfinite(floor):
-        return math.inf, math.inf, None
-    # (any larger top is valid too: round up by far more than the few ulps of the two operations)
-    top = eps_max - (times - 1) * floor
-    top += 1e-12 * (abs(eps_max) + (times - 1) * abs(floor)) + 1e-300
-    if not top > cut:
-        return math.inf, math.inf, None
-    tail = tail_fn(top, direction)
-    if tail is None:
-        return math.inf, math.inf, None
-    # (the condition top + (T - 1) floor >= eps_max holds with the rounded-up top; eps_max as given)
-    return top, eps_max, tail
-
-
 def _log_binom(t: int, j: int) -> float:
     return math.lgamma(t + 1.0) - math.lgamma(j + 1.0) - math.lgamma(t - j + 1.0)
+
+
+def truncated_entries(entries, direction: str, eps_max: float) -> tuple[list, LossTail | None]:
+    """(entries for the grid, tail): a ledger of one mechanism with the closed-form tail above top
+    (:func:`conversions.pld_tail.loss_tail`) as its loss law restricted to L <= top, else unchanged."""
+    if len(entries) != 1:
+        return list(entries), None
+    mech, t = entries[0]
+    tail = loss_tail(mech, t, direction, eps_max)
+    if tail is None:
+        return list(entries), None
+    return [(_LossPart(base=mech, cut=tail.top, big=False, offsets=True), t)], tail
 
 
 class SplitPLD:
@@ -185,7 +179,8 @@ class SplitPLD:
                  eps_max: float = math.inf):
         t = int(times)
         self.times, self.cut = t, cut
-        self.top, self.eps_max, self.tail = _top_tail(mech, t, direction, cut, eps_max)
+        self.tail = loss_tail(mech, t, direction, eps_max, above=cut)
+        self.top = math.inf if self.tail is None else self.tail.top
         m, err = mech.pld_cell_masses(np.array([cut] if self.tail is None else [cut, self.top]),
                                       direction)
         err = np.broadcast_to(np.asarray(err, dtype=float), np.shape(m))
@@ -240,10 +235,7 @@ class SplitPLD:
             self.terms.append((j, c_up, c_dn, ev, mass))
 
     def upper(self, eps: float) -> float:
-        # (delta is non-increasing: past eps_max, where the tail's closed form no longer holds, the
-        # bound at eps_max stands)
-        eps = min(eps, self.eps_max)
-        tot = self.rem + self._tail(eps, True)
+        tot = self.rem + (0.0 if self.tail is None else self.tail.delta(eps, True))
         for j, c_up, _, ev, mass in self.terms:
             if j == 0 and eps >= self.times * self.cut:
                 d = 0.0  # (mu_c^{*T} lives on L <= T cut)
@@ -255,31 +247,12 @@ class SplitPLD:
         return min(1.0, tot * (1 + 1e-12))
 
     def lower(self, eps: float) -> float:
-        # (past eps_max the tail's part of delta is only known to be >= 0)
-        tot = self._tail(eps, False) if eps <= self.eps_max else 0.0
+        tot = 0.0 if self.tail is None else self.tail.delta(eps, False)
         for _j, _, c_dn, ev, _ in self.terms:
             d = ev.lower(eps) if ev is not None else 0.0
             if d > 0.0:  # (a NaN certifies nothing: dropped)
                 tot += c_dn * d
         return tot * (1 - 1e-12)
-
-    def _tail(self, eps: float, up: bool) -> float:
-        """Bound on the tail's part of delta(eps) (eps <= eps_max): on the event A that some step's loss
-        exceeds ``top``, the total loss is > top + (T - 1) floor >= eps_max >= eps, so (1 - e^{eps - S})_+
-        is linear there and its P^T-mean is exactly P^T(A) - e^eps Q^T(A) (change of measure), with
-        P^T(A) = 1 - (1 - p)^T, Q^T(A) = 1 - (1 - q)^T, p and q the step's P- and Q-mass above ``top``."""
-        if self.tail is None:
-            return 0.0
-        p_lo, p_up, q_lo, q_up = self.tail
-        t = self.times
-
-        def at_least_one(x: float) -> float:
-            return -math.expm1(t * math.log1p(-x)) if x < 1.0 else 1.0
-
-        e = math.exp(eps)
-        if up:
-            return max(at_least_one(p_up) * (1 + 1e-12) - e * at_least_one(q_lo) * (1 - 1e-12), 0.0)
-        return max(at_least_one(p_lo) * (1 - 1e-12) - e * at_least_one(q_up) * (1 + 1e-12), 0.0)
 
     @property
     def points(self) -> int:

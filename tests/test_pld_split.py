@@ -113,14 +113,18 @@ def test_epsilon_bracket_contains_the_two_step_truth():
 
 def test_split_narrows_the_few_step_tiny_delta_corner():
     """q = 1e-4, sigma = 1, T = 10, delta = 1e-12 (the plain tilted grid certifies about [0.017, 0.067]):
-    the split reaches the target width (1e-4 absolute below eps = 0.1) and stays inside the reference
-    interval computed by tests/reference_dpsgd.py (delta_ref(0.04676884) = 1.005e-12 > delta and
-    delta_ref(0.04684599) = 9.949e-13 < delta, so eps_true lies in between; recomputed live in the slow
-    test below)."""
-    r = pld_epsilon_bounds([(SubsampledGaussian(sigma=1.0, sample_rate=1e-4), 10)], 1e-12, "remove")
-    assert r.upper - r.lower <= 1e-4
-    assert "split_terms" in r.details
-    assert r.lower <= 0.04684599 and r.upper >= 0.04676884  # necessary for lower <= eps_true <= upper
+    the split, started from the plain grid's first bracket, and the whole query (whose later passes now
+    take the loss's upper tail in closed form) reach the target width (1e-4 absolute below eps = 0.1) and
+    stay inside the reference interval computed by tests/reference_dpsgd.py (delta_ref(0.04676884) =
+    1.005e-12 > delta and delta_ref(0.04684599) = 9.949e-13 < delta, so eps_true lies in between;
+    recomputed live in the slow test below)."""
+    ents = [(SubsampledGaussian(sigma=1.0, sample_rate=1e-4), 10)]
+    lo, up, info = pld_split.split_epsilon_bracket(ents, 1e-12, "remove", 1e-3, 0.0, 0.4785, 1 << 21)
+    r = pld_epsilon_bounds(ents, 1e-12, "remove")
+    assert "split_terms" in info and ("split_terms" in r.details or "loss_tail_top" in r.details)
+    for a, b in ((lo, up), (r.lower, r.upper)):
+        assert b - a <= 1e-4
+        assert a <= 0.04684599 and b >= 0.04676884  # necessary for lower <= eps_true <= upper
 
 
 @pytest.mark.slow
@@ -208,7 +212,7 @@ def test_split_with_closed_form_tail_contains_the_two_step_delta(q, sigma, eps):
     eps_max = 1.5 * eps
     sp = pld_split.SplitPLD(mech, 2, "remove", 0.5 * eps, eps, float(delta_t2(eps, q, sigma)), 1e-3,
                             0.8 * max(1e-3 * eps, 1e-4), 1 << 18, eps_max)
-    assert sp.tail is not None and sp.cut < sp.top < math.inf
+    assert sp.tail is not None and sp.cut < sp.top == sp.tail.top < math.inf
     assert sp.top + mech.pld_loss_floor("remove") >= eps_max  # (the tail's condition, T - 1 = 1)
     for e in (0.5 * eps, eps, eps_max, 2.0 * eps_max):
         truth = float(delta_t2(e, q, sigma))
@@ -228,8 +232,8 @@ def test_closed_form_tail_at_one_step_is_the_exact_delta_above_top():
     for e in (0.2, 0.5, eps_max):
         with mp.workdps(40):
             want = p_ref - mp.exp(mp.mpf(e)) * q_ref
-        assert sp._tail(e, False) <= want <= sp._tail(e, True)
-        assert sp._tail(e, True) - sp._tail(e, False) <= 1e-9 * want
+        assert sp.tail.delta(e, False) <= want <= sp.tail.delta(e, True)
+        assert sp.tail.delta(e, True) - sp.tail.delta(e, False) <= 1e-9 * want
 
 
 def test_bounded_large_part_narrows_the_t100_tiny_delta_corner():

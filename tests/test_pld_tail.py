@@ -1,0 +1,75 @@
+"""The loss's upper tail in closed form for the discretised PLD (``conversions.pld_tail``), against the
+independent T = 2 mpmath reference of ``tests/test_pld_split.py`` and the exact tail masses."""
+
+from __future__ import annotations
+
+import math
+
+import mpmath as mp
+import numpy as np
+import pytest
+from test_pld_split import _tails_mp, delta_t2
+
+from conversions import pld_tail
+from conversions.pld import pld_epsilon_bounds
+from mechanisms import Laplace, SubsampledGaussian
+
+
+@pytest.mark.parametrize("q,sigma,delta", [(1e-4, 0.5, 1e-8), (1e-3, 0.4, 1e-6), (1e-5, 0.3, 1e-5),
+                                           (0.01, 0.5, 1e-6)])
+def test_plain_grid_with_the_tail_brackets_the_two_step_truth(q, sigma, delta):
+    """Small sigma (a loss tail far above eps): the passes after the first take the tail above
+    top = eps_max - floor in closed form; delta_true(lower) >= delta >= delta_true(upper) (40 digits)."""
+    r = pld_epsilon_bounds([(SubsampledGaussian(sigma=sigma, sample_rate=q), 2)], delta, "remove")
+    assert "loss_tail_top" in r.details
+    assert 0.0 < r.lower and r.upper - r.lower <= max(1e-3 * r.upper, 1e-4)
+    assert float(delta_t2(r.upper, q, sigma)) <= delta <= float(delta_t2(r.lower, q, sigma))
+
+
+def test_tail_delta_is_the_exact_contribution_above_top():
+    """``LossTail.delta`` brackets (1 - (1 - p)^T) - e^eps (1 - (1 - q)^T) with the mpmath tail masses,
+    for eps <= eps_max; past eps_max the upper end stays at its eps_max value and the lower end is 0."""
+    q, sigma, t, eps_max = 1e-4, 0.5, 20, 0.6
+    mech = SubsampledGaussian(sigma=sigma, sample_rate=q)
+    tail = pld_tail.loss_tail(mech, t, "remove", eps_max)
+    assert tail.top >= eps_max - (t - 1) * math.log1p(-q)  # (every other step's loss > log(1 - q))
+    p_ref, q_ref = _tails_mp(tail.top, q, sigma)
+    with mp.workdps(40):
+        for e in (0.0, 0.3, eps_max):
+            want = (1 - (1 - p_ref) ** t) - mp.exp(mp.mpf(e)) * (1 - (1 - q_ref) ** t)
+            assert tail.delta(e, False) <= want <= tail.delta(e, True)
+            assert tail.delta(e, True) - tail.delta(e, False) <= 1e-9 * want
+    assert tail.delta(2 * eps_max, True) == tail.delta(eps_max, True) and tail.delta(2 * eps_max, False) == 0
+
+
+def test_no_tail_without_a_loss_floor():
+    """The add direction (loss unbounded below), mechanisms without the hooks and an infinite eps_max
+    give no tail: the grid is unchanged."""
+    mech = SubsampledGaussian(sigma=0.5, sample_rate=1e-3)
+    assert pld_tail.loss_tail(mech, 10, "add", 1.0) is None
+    assert pld_tail.loss_tail(mech, 10, "remove", math.inf) is None
+    assert pld_tail.loss_tail(Laplace(scale=1.0), 10, "remove", 1.0) is None
+    r = pld_epsilon_bounds([(mech, 10)], 1e-6, "add")
+    assert "loss_tail_top" not in r.details
+
+
+def test_tail_evaluator_adds_the_tail_and_keeps_the_floor():
+    """upper = grid upper + tail upper (capped at 1), lower = grid lower + tail lower; below eps = 0 the
+    lower bound is the whole measure's 1 - e^eps (the grid's floor would not hold for mu_lo)."""
+    tail = pld_tail.LossTail(3, 0.5, 0.4, 1e-3, 1.1e-3, 5e-4, 5.5e-4)
+
+    class _Grid:
+        hi_ok = 7.0
+
+        def upper(self, eps):
+            return 0.25
+
+        def lower(self, eps):
+            return 0.125
+
+    ev = pld_tail.TailEvaluator(_Grid(), tail)
+    for e in (0.0, 0.2, 0.4, 0.9):
+        assert ev.upper(e) == min(1.0, 0.25 + tail.delta(e, True))
+        assert ev.lower(e) == 0.125 + tail.delta(e, False)
+    assert ev.lower(-0.5) == pytest.approx(-np.expm1(-0.5)) and ev.lower(-0.5) <= -np.expm1(-0.5)
+    assert ev.hi_ok == 7.0
