@@ -223,6 +223,21 @@ def _extra(ev: _Evaluator, lo: float, up: float) -> float:
     return max((up - lo) - (ev.shift_lo + ev.c.shift_up), 0.0) if math.isfinite(up) else math.inf
 
 
+def _grid_entries(ents, direction: str, eps_max: float, rtol: float, delta_ref: float, theta_ref: float):
+    """(entries for the grid, the closed-form tail or None, their ranges): the loss law above
+    top = eps_max - (T - 1) floor in closed form (:mod:`conversions.pld_tail`; valid for eps <= eps_max)
+    where the mechanism allows it and that shortens the grid (the tail does not reach into the grid's
+    range otherwise), else the entries as they are."""
+    full = _ranges(ents, direction, rtol, delta_ref, theta_ref)
+    grid_ents, tail = truncated_entries(ents, direction, eps_max)
+    if tail is None:
+        return ents, None, full
+    ranges = _ranges(grid_ents, direction, rtol, delta_ref, theta_ref)
+    if not ranges[0][1] < full[0][1]:
+        return ents, None, full
+    return grid_ents, tail, ranges
+
+
 def _no_finer(ev: _Evaluator, ranges, max_points: int) -> bool:
     """Whether a new pass could not have a grid finer than the last one (``ev``) by more than ~10%: its
     step is at least the capped one of the loss span, _lattice_step(span / max_points)
@@ -277,15 +292,17 @@ def pld_delta_bounds(entries, eps: float, direction: str = "remove", rtol: float
     curve = _chernoff_curve(ents, direction)
     d_ch, c_ch = _chernoff_delta(curve, eps)
     p_inf = -math.expm1(sum(k * math.log1p(-m.infinite_loss_mass) for m, k in ents))
-    ranges = _ranges(ents, direction, rtol, max(d_ch * 1e-2, 1e-300) + p_inf, 0.5 * c_ch)
+    d_ref = max(d_ch * 1e-2, 1e-300) + p_inf
+    # the loss law above top = eps - (T - 1) floor in closed form where that shortens the grid
+    grid_ents, tail, ranges = _grid_entries(ents, direction, eps, rtol, d_ref, 0.5 * c_ch)
     # the delta bracket is about exp((1 + theta) T Delta) wide: aim T Delta at rtol / (2 + theta)
     width = 0.9 * rtol / (2.0 + c_ch)
-    d_ref = max(d_ch * 1e-2, 1e-300) + p_inf
     clock = _Clock(deadline)
-    ev = clock.timed(_run, ents, direction, width, ranges, eps, max_points, rtol, eps, d_ref, c_ch,
+    ev = clock.timed(_run, grid_ents, direction, width, ranges, eps, max_points, rtol, eps, d_ref, c_ch,
                      deadline=deadline)
     if ev is None:
         raise FirstPassAbandoned("the deadline passed while the first pass built its grid")
+    ev = ev if tail is None else TailEvaluator(ev, tail)
     lo, up = ev.lower(eps), ev.upper(eps)
     passes = 1
     for _ in range(2):
@@ -295,21 +312,23 @@ def pld_delta_bounds(entries, eps: float, direction: str = "remove", rtol: float
         # ranges again for the tilt found and the delta now known (the top mass must be << delta)
         if lo > 0:
             d_ref = lo
-        ranges = _ranges(ents, direction, rtol, d_ref, 0.5 * ev.c.theta)
+        ranges = _ranges(grid_ents, direction, rtol, d_ref, 0.5 * ev.c.theta)
         if _no_finer(ev, ranges, max_points) or not clock.allows(_growth(ev, width, new_width, ranges,
                                                                          max_points)):
             break
         width = new_width
-        nxt = clock.timed(_run, ents, direction, width, ranges, eps, max_points, rtol, eps, d_ref,
+        nxt = clock.timed(_run, grid_ents, direction, width, ranges, eps, max_points, rtol, eps, d_ref,
                           ev.c.theta, deadline=deadline)
         if nxt is None:  # (the deadline passed while the pass built its grid)
             clock.stopped = True
             break
-        ev = nxt
+        ev = nxt if tail is None else TailEvaluator(nxt, tail)
         lo, up = max(lo, ev.lower(eps)), min(up, ev.upper(eps))
         passes += 1
     lo = min(lo, up)
     details = _details(ev, passes)
+    if tail is not None:
+        details["loss_tail_top"] = tail.top
     if up - lo > rtol * up and split_applicable(ents, up) and clock.allows():
         # near-atomic steps: condition on the number of large steps (conversions.pld_split)
         res = split_delta_bracket(ents, eps, direction, rtol, eps, d_ref, max_points)
@@ -376,15 +395,9 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
         theta_hint = _saddle(ev.blocks, ev.ks, tilt)
         if not math.isfinite(theta_hint):
             theta_hint = ev.c.theta
-        # the loss law above top = up - (T - 1) floor in closed form where the mechanism allows it
-        # (conversions.pld_tail: the grid ends near eps instead of in the far tail)
-        grid_ents, tail = truncated_entries(ents, direction, up)
-        # grid ranges for this tilt (the lower cut depends on it), then the target grid
-        ranges = _ranges(grid_ents, direction, rtol, delta, 0.5 * theta_hint)
-        if tail is not None:
-            full = _ranges(ents, direction, rtol, delta, 0.5 * theta_hint)
-            if not ranges[0][1] < full[0][1]:  # (the tail would not shorten the grid)
-                grid_ents, tail, ranges = ents, None, full
+        # grid ranges for this tilt (the lower cut depends on it), then the target grid; the loss law
+        # above top = up - (T - 1) floor in closed form where that shortens the grid
+        grid_ents, tail, ranges = _grid_entries(ents, direction, up, rtol, delta, 0.5 * theta_hint)
         target = max(rtol * est, 0.1 * rtol)
         prev_width = width
         width = 0.8 * target  # leaves room for the error terms (~10% of the bracket at 1e-3)

@@ -51,8 +51,13 @@ def delta_t2(eps, q, sigma):
             return hx * ((1 - q) * qs + q * mp.ncdf(-(ys - mu))) - ee * qs
 
         f = lambda x: mp.npdf(x) * inner(x)  # noqa: E731
+        # the integrand has a kink where y* leaves -inf (h(x) = e^eps / (1 - q)): a breakpoint there and
+        # at +-0.1, +-1 around it (without them the quadrature is off by up to ~1e-5 relative)
+        xk = _ystar(ee / (1 - q), q, mu)
         pts = [-mp.inf, -8, -4, 0, 2, 4, 6, 8, 10, 13, 17, mp.inf]
-        return mp.quad(f, pts)
+        if xk != -mp.inf:
+            pts = sorted(set(pts + [xk - 1, xk - mp.mpf("0.1"), xk, xk + mp.mpf("0.1"), xk + 1]))
+        return mp.quad(f, pts, maxdegree=10)
 
 
 def delta_t1(eps, q, sigma):

@@ -26,6 +26,19 @@ def test_plain_grid_with_the_tail_brackets_the_two_step_truth(q, sigma, delta):
     assert float(delta_t2(r.upper, q, sigma)) <= delta <= float(delta_t2(r.lower, q, sigma))
 
 
+@pytest.mark.parametrize("q,sigma,eps", [(1e-4, 0.5, 0.7), (1e-3, 0.4, 3.8), (1e-5, 0.3, 0.001),
+                                         (1e-4, 1.0, 0.036), (0.01, 0.5, 4.6)])
+def test_delta_query_with_the_tail_brackets_the_two_step_truth(q, sigma, eps):
+    """A delta query takes the tail above top = eps - floor from its first pass: delta_lo <= delta_true <=
+    delta_up (40 digits), and the bracket meets the 1e-3 target."""
+    from conversions.pld import pld_delta_bounds
+
+    r = pld_delta_bounds([(SubsampledGaussian(sigma=sigma, sample_rate=q), 2)], eps, "remove")
+    truth = float(delta_t2(eps, q, sigma))
+    assert "loss_tail_top" in r.details
+    assert r.lower <= truth <= r.upper and r.upper - r.lower <= 1e-3 * r.upper
+
+
 def test_tail_delta_is_the_exact_contribution_above_top():
     """``LossTail.delta`` brackets (1 - (1 - p)^T) - e^eps (1 - (1 - q)^T) with the mpmath tail masses,
     for eps <= eps_max; past eps_max the upper end stays at its eps_max value and the lower end is 0."""
