@@ -39,6 +39,23 @@ def test_delta_query_with_the_tail_brackets_the_two_step_truth(q, sigma, eps):
     assert r.lower <= truth <= r.upper and r.upper - r.lower <= 1e-3 * r.upper
 
 
+@pytest.mark.parametrize("sigma,q,steps,delta", [(0.8, 1e-3, 99, 1e-5), (0.6, 1e-3, 99, 1e-6),
+                                                  (0.5, 1e-3, 100, 1e-5), (0.8, 3e-3, 99, 1e-8)])
+def test_tail_with_mean_rounding_overlaps_the_contour(sigma, q, steps, delta):
+    """~100 steps: the tail's grid (the loss law below top, mean-preserving rounding) against the
+    contour route, an independent method (the MGF integrated on a line) that is ~1e-5 tight here: both
+    brackets are certified, so they must overlap, and the contour's must lie within the PLD's width."""
+    from accountant import PrivacyAccountant
+
+    r = pld_epsilon_bounds([(SubsampledGaussian(sigma=sigma, sample_rate=q), steps)], delta, "remove")
+    assert "loss_tail_top" in r.details and r.details["rounding"] == "mean"
+    acct = PrivacyAccountant(time_limit=None).step(sigma=sigma, sample_rate=q, steps=steps)
+    cf = acct.certificate(delta=delta, method="cf")
+    assert cf.details["direction"] == "remove" and cf.epsilon - cf.lower_bound <= 1e-4 * cf.epsilon
+    assert r.lower <= cf.epsilon and cf.lower_bound <= r.upper
+    assert r.upper - r.lower <= 1e-3 * r.upper
+
+
 def test_tail_delta_is_the_exact_contribution_above_top():
     """``LossTail.delta`` brackets (1 - (1 - p)^T) - e^eps (1 - (1 - q)^T) with the mpmath tail masses,
     for eps <= eps_max; past eps_max the upper end stays at its eps_max value and the lower end is 0."""
