@@ -121,6 +121,11 @@ class Ledger:
         return all(m.symmetric for m in self._counts)
 
     @property
+    def directions(self) -> tuple[str, ...]:
+        """The dominating-pair directions to evaluate (one when every mechanism is symmetric)."""
+        return ("remove",) if self.symmetric else ("remove", "add")
+
+    @property
     def tight(self) -> bool:
         """Whether every entry's dominating pair is attained (lower bounds are certified only then)."""
         if self._tight is not None:
