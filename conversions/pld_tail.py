@@ -49,14 +49,23 @@ class LossTail:
         def at_least_one(x: float) -> float:  # 1 - (1 - x)^T, a few ulps (allowed for by 1e-12 below)
             return -math.expm1(t * math.log1p(-x)) if x < 1.0 else 1.0
 
+        def scaled(x: float, e: float, up: bool) -> float:
+            """e^e (1 - (1 - x)^T) rounded up or down, in log space (no overflow at large e)."""
+            a = at_least_one(x)
+            if a <= 0.0:
+                return 0.0
+            lv = e + math.log(a)
+            rel = 1e-12 + 4.0 * 2.0**-52 * (abs(e) + abs(math.log(a)) + 2.0)  # (exp of a rounded sum)
+            if lv > 709.0:
+                return math.inf
+            return math.exp(lv) * (1.0 + rel if up else 1.0 - rel)
+
         if upper:
-            e = math.exp(min(eps, self.eps_max))
-            return max(at_least_one(self.p_up) * (1 + 1e-12) - e * at_least_one(self.q_lo) * (1 - 1e-12),
-                       0.0)
+            return max(at_least_one(self.p_up) * (1 + 1e-12)
+                       - scaled(self.q_lo, min(eps, self.eps_max), False), 0.0)
         if eps > self.eps_max:
             return 0.0
-        e = math.exp(eps)
-        return max(at_least_one(self.p_lo) * (1 - 1e-12) - e * at_least_one(self.q_up) * (1 + 1e-12), 0.0)
+        return max(at_least_one(self.p_lo) * (1 - 1e-12) - scaled(self.q_up, eps, True), 0.0)
 
 
 def loss_tail(mech: Mechanism, times: int, direction: str, eps_max: float,

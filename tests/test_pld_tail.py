@@ -117,3 +117,16 @@ def test_plain_grid_with_the_tail_against_the_dpsgd_reference_at_t100():
     assert "loss_tail_top" in r.details and r.upper - r.lower <= 1e-4
     lo_ref, up_ref = R.deltas_ref([r.lower, r.upper], 0.4, 1e-5, 100, "remove")
     assert lo_ref.value >= 1e-5 >= up_ref.value
+
+
+def test_tail_at_huge_epsilon_does_not_overflow():
+    """sigma << 1 puts eps (and eps_max) far beyond exp's range: e^eps (1 - (1 - q)^T) is formed in log
+    space; the bounds stay ordered and valid (q = 6.7e-4, sigma = 0.0055, T = 2: a query that raised an
+    OverflowError; its upper end is checked against the T = 2 reference)."""
+    tail = pld_tail.LossTail(2, 900.0, 850.0, 1e-12, 1.1e-12, 0.0, 1e-320)
+    for e in (0.0, 850.0, 5000.0):
+        assert 0.0 <= tail.delta(e, False) <= tail.delta(e, True) <= 2.3e-12
+    q, sigma, delta = 6.741147274400611e-4, 5.477698253844125e-3, 2.961451017779387e-12
+    r = pld_epsilon_bounds([(SubsampledGaussian(sigma=sigma, sample_rate=q), 2)], delta, "remove")
+    assert math.isfinite(r.upper) and 0.0 <= r.lower <= r.upper
+    assert float(delta_t2(r.upper, q, sigma)) <= delta
