@@ -72,9 +72,10 @@ def loss_tail(mech: Mechanism, times: int, direction: str, eps_max: float,
               above: float = -math.inf) -> LossTail | None:
     """The tail of ``times`` uses of ``mech`` above top = eps_max - (T - 1) f (rounded up), or None when
     the mechanism has no ``pld_loss_floor`` / ``pld_upper_tail`` hooks or no finite floor, ``eps_max`` is
-    not finite, or top would not exceed ``above``."""
+    negative (a delta query at eps < 0 keeps the whole grid) or not finite, top would not exceed
+    ``above``, or more than half of a step's mass lies above top (top below the loss's bulk)."""
     floor_fn, tail_fn = getattr(mech, "pld_loss_floor", None), getattr(mech, "pld_upper_tail", None)
-    if floor_fn is None or tail_fn is None or not math.isfinite(eps_max):
+    if floor_fn is None or tail_fn is None or not (0.0 <= eps_max < math.inf):
         return None
     floor = floor_fn(direction)
     if not math.isfinite(floor):
@@ -85,8 +86,8 @@ def loss_tail(mech: Mechanism, times: int, direction: str, eps_max: float,
     if not top > above:
         return None
     masses = tail_fn(top, direction)
-    if masses is None:
-        return None
+    if masses is None or not masses[1] <= 0.5:
+        return None  # (meant for a thin upper tail: the grid needs the bulk of the law below top)
     return LossTail(int(times), top, eps_max, *masses)
 
 
@@ -104,8 +105,13 @@ class TailEvaluator:
         return min(1.0, self.ev.upper(eps) + self.tail.delta(eps, True))
 
     def lower(self, eps: float) -> float:
-        if eps < 0.0:  # (the grid's floor 1 - e^eps holds for the whole measure, not for mu_lo)
-            return -math.expm1(eps) * (1 - 1e-15)
+        if eps < 0.0:
+            # the grid's floor 1 - e^eps holds for the whole measure, not for mu_lo: a grid value above
+            # it is the grid's own bound (add the tail's); otherwise the whole measure's floor stands
+            floor = -math.expm1(eps)
+            g = self.ev.lower(eps)
+            own = g + self.tail.delta(eps, False) if g > floor else 0.0
+            return max(own, floor * (1 - 1e-15))
         return self.ev.lower(eps) + self.tail.delta(eps, False)
 
 

@@ -130,3 +130,17 @@ def test_tail_at_huge_epsilon_does_not_overflow():
     r = pld_epsilon_bounds([(SubsampledGaussian(sigma=sigma, sample_rate=q), 2)], delta, "remove")
     assert math.isfinite(r.upper) and 0.0 <= r.lower <= r.upper
     assert float(delta_t2(r.upper, q, sigma)) <= delta
+
+
+@pytest.mark.parametrize("eps", [-0.5, -1e-3, 0.0])
+def test_delta_query_at_negative_and_zero_epsilon(eps):
+    """A delta query at eps <= 0 (top would fall into the loss's bulk for eps < 0: no tail there; a
+    query that raised 'no mass on the finite cells'): the bracket holds the T = 2 reference."""
+    from conversions.pld import pld_delta_bounds
+
+    q, sigma = 3.5465860271830185e-4, 0.43488050082685614
+    r = pld_delta_bounds([(SubsampledGaussian(sigma=sigma, sample_rate=q), 2)], eps, "remove")
+    truth = float(delta_t2(eps, q, sigma))
+    assert r.lower <= truth <= r.upper
+    if eps < 0.0:
+        assert "loss_tail_top" not in r.details
