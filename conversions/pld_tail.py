@@ -58,7 +58,10 @@ class LossTail:
             rel = 1e-12 + 4.0 * 2.0**-52 * (abs(e) + abs(math.log(a)) + 2.0)  # (exp of a rounded sum)
             if lv > 709.0:
                 return math.inf
-            return math.exp(lv) * (1.0 + rel if up else 1.0 - rel)
+            v = math.exp(lv)
+            if up:  # (an underflow to 0 is rounded up to the smallest subnormal)
+                return v * (1.0 + rel) if v > 0.0 else 5e-324
+            return v * (1.0 - rel)
 
         if upper:
             return max(at_least_one(self.p_up) * (1 + 1e-12)
