@@ -44,7 +44,7 @@ def test_delta_query_with_the_tail_brackets_the_two_step_truth(q, sigma, eps):
 def test_tail_with_mean_rounding_overlaps_the_contour(sigma, q, steps, delta):
     """~100 steps: the tail's grid (the loss law below top, mean-preserving rounding) against the
     contour route, an independent method (the MGF integrated on a line) that is ~1e-5 tight here: both
-    brackets are certified, so they must overlap, and the contour's must lie within the PLD's width."""
+    brackets are certified, so they must overlap; the PLD's meets the 1e-3 target."""
     from accountant import PrivacyAccountant
 
     r = pld_epsilon_bounds([(SubsampledGaussian(sigma=sigma, sample_rate=q), steps)], delta, "remove")
