@@ -62,7 +62,8 @@ class _LossPart(Mechanism):
     base: Mechanism = None  # type: ignore[assignment]
     cut: float = 0.0
     big: bool = False
-    #: the large part holds cut < L <= top (the mass above ``top`` is the split's closed-form tail)
+    #: the large part holds cut < L <= top (the mass above ``top`` is the split's closed-form tail); both
+    #: parts of a split carry it (the core only inserts it into its edges, to share the memo)
     top: float = math.inf
     #: the part L <= cut offers the base's cell offsets (mean-preserving rounding; the cell holding the
     #: cut gets [0, its share of the cell]); otherwise round-up cells
@@ -87,40 +88,24 @@ class _LossPart(Mechanism):
         return f"{'L > ' if self.big else 'L <= '}{self.cut:g}{top} part of {self.base.describe()}"
 
     def pld_cell_masses(self, edges: np.ndarray, direction: str = "remove"):
-        """The base's masses on the edges with the cut inserted (exact up to the base's error bounds);
-        the cell that holds the cut keeps the part on this side of it."""
+        """The base's masses on the edges with the cut (and a finite ``top``) inserted, exact up to the
+        base's error bounds: each refined cell (lo_i, up_i] lies on one side of every inserted end and is
+        added to the cell of ``edges`` that holds it (the first edge >= up_i), if it belongs to this part
+        (core: lo_i < cut; large part: cut <= lo_i < top).  Both parts of a split insert the same ends, so
+        the second reads the first one's base masses from ``memo``."""
         e = np.asarray(edges, dtype=float)
-        if self.big and self.top < math.inf:
-            return self._band_masses(e, direction)
-        k = int(np.searchsorted(e, self.cut, side="left"))  # e[k - 1] < cut <= e[k]
-        m, err = self._base_masses(np.insert(e, k, self.cut), direction)
-        m = np.asarray(m, dtype=float)
-        err = np.broadcast_to(np.asarray(err, dtype=float), m.shape)
-        out = np.zeros(e.size + 1)
-        out_err = np.zeros(e.size + 1)
-        if self.big:  # merged cells k + 1.. = (cut, e[k]], ..., top
-            out[k:] = m[k + 1:]
-            out_err[k:] = err[k + 1:]
-        else:  # merged cells 0..k = ..., (e[k - 1], cut]
-            out[:k + 1] = m[:k + 1]
-            out_err[:k + 1] = err[:k + 1]
-        return out, out_err
-
-    def _band_masses(self, e: np.ndarray, direction: str):
-        """The large part's masses when it is bounded above (cut < L <= top): the base's masses on the
-        edges with both ends inserted, the cells outside the band dropped, each refined cell added to
-        the cell of ``e`` that holds it (the cell of its upper edge)."""
-        e2 = np.union1d(e, [self.cut, self.top])  # (sorted; an end already on the grid is not repeated)
+        e2 = e
+        for end in (self.cut, self.top) if self.top < math.inf else (self.cut,):
+            e2 = np.insert(e2, int(np.searchsorted(e2, end, side="left")), end)
         m, err = self._base_masses(e2, direction)
         m = np.asarray(m, dtype=float)
         err = np.broadcast_to(np.asarray(err, dtype=float), m.shape)
         lower = np.concatenate([[-math.inf], e2])  # refined cell i = (lower[i], upper[i]]
         upper = np.concatenate([e2, [math.inf]])
-        keep = (lower >= self.cut) & (upper <= self.top)
-        idx = np.searchsorted(e, upper, side="left")  # (upper = +inf -> the top cell e.size)
-        out = np.bincount(idx[keep], weights=m[keep], minlength=e.size + 1)
-        out_err = np.bincount(idx[keep], weights=err[keep], minlength=e.size + 1)
-        return out, out_err
+        keep = ((lower >= self.cut) & (lower < self.top)) if self.big else (lower < self.cut)
+        idx = np.searchsorted(e, upper, side="left")  # (upper = +inf: the top cell e.size)
+        return (np.bincount(idx[keep], weights=m[keep], minlength=e.size + 1),
+                np.bincount(idx[keep], weights=err[keep], minlength=e.size + 1))
 
     def _base_masses(self, edges: np.ndarray, direction: str):
         """``base.pld_cell_masses(edges, direction)``, from ``memo`` when the other part asked for the
@@ -213,7 +198,7 @@ class SplitPLD:
         else:
             self.rem = 0.0
         memo: dict = {}
-        core = _LossPart(base=mech, cut=cut, big=False, memo=memo)
+        core = _LossPart(base=mech, cut=cut, big=False, top=self.top, memo=memo)
         big = _LossPart(base=mech, cut=cut, big=True, top=self.top, memo=memo)
         self.terms = []  # (j, C(T, j) as float (rounded up / down), evaluator or None, mass bound)
         for j in range(j_max + 1):

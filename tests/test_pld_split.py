@@ -205,6 +205,11 @@ def test_bounded_large_part_partitions_the_cell_masses():
         inside = (np.concatenate([[-np.inf], edges]) >= cut - 0.0025) & (
             np.concatenate([edges, [np.inf]]) <= top + 0.0025)
         assert np.all(mb[~inside] == 0) and np.all(eb >= 0)
+        memo: dict = {}  # the two parts of a split insert the same ends: one base evaluation serves both
+        for big in (False, True):
+            part = pld_split._LossPart(base=mech, cut=cut, big=big, top=top, memo=memo)
+            np.testing.assert_array_equal(part.pld_cell_masses(edges, "remove")[0], mb if big else mc)
+        assert len(memo["cells"]) == 1
 
 
 @pytest.mark.parametrize("q,sigma,eps", [(1e-4, 1.0, 0.02), (1e-4, 1.0, 0.04), (1e-3, 1.0, 0.05),
