@@ -89,9 +89,10 @@ def loss_tail(mech: Mechanism, times: int, direction: str, eps_max: float,
     if not top > above:
         return None
     masses = tail_fn(top, direction)
-    if masses is None or not masses[1] <= 0.5:
-        return None  # (meant for a thin upper tail: the grid needs the bulk of the law below top)
-    return LossTail(int(times), top, eps_max, *masses)
+    # a NaN or out-of-range bound certifies nothing; a thin upper tail only (the grid needs the bulk)
+    if masses is None or not all(0.0 <= float(x) <= 1.0 for x in masses) or not masses[1] <= 0.5:
+        return None
+    return LossTail(int(times), top, eps_max, *(float(x) for x in masses))
 
 
 class TailEvaluator:

@@ -144,3 +144,24 @@ def test_delta_query_at_negative_and_zero_epsilon(eps):
     assert r.lower <= truth <= r.upper
     if eps < 0.0:
         assert "loss_tail_top" not in r.details
+
+
+def test_a_nan_or_out_of_range_tail_mass_gives_no_tail():
+    """A mechanism whose tail bounds come back NaN or outside [0, 1] gets no tail (the grid is used as it
+    is): a NaN must never enter delta's bounds, where max(NaN, 0) would pass it on."""
+
+    class _Bad:
+        def __init__(self, masses):
+            self.masses = masses
+
+        def pld_loss_floor(self, direction):
+            return -1e-3
+
+        def pld_upper_tail(self, level, direction):
+            return self.masses
+
+    good = (1e-9, 2e-9, 1e-10, 2e-10)
+    assert pld_tail.loss_tail(_Bad(good), 10, "remove", 0.5) is not None
+    for bad in ((math.nan, 2e-9, 1e-10, 2e-10), (1e-9, math.nan, 1e-10, 2e-10),
+                (1e-9, 2e-9, math.nan, 2e-10), (1e-9, 2e-9, 1e-10, 1.5), (-1e-9, 2e-9, 1e-10, 2e-10)):
+        assert pld_tail.loss_tail(_Bad(bad), 10, "remove", 0.5) is None
