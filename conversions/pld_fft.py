@@ -137,8 +137,16 @@ def _compose(plan: _Plan, theta: float, max_points: int, tol_junk: float, a_loss
     n_damp = math.ceil((-math.log(tol_junk) - log_delta_ref) / (theta * step)) + 1
     n1 = b_rel  # option 1: from the support bottom
     n2 = max(b_rel - a_want, min(n_damp, b_rel))  # option 2
-    if n1 <= n2:
+    # option 3: from the highest start below which the tilted mass is certified <= tol (it folds into
+    # the window; the lower bound subtracts it, ``log_junk_lo``) -- no damping length needed: short
+    # when the tilted sum is narrow but theta Delta tiny (q = 1e-6, T = 1e4: 1.6e6 -> ~1e5 points)
+    a_loss3 = max((log_tol - k_) / t for t, k_ in zip(t_grid, kt_dn, strict=True))
+    a3 = min(a_want, math.floor(a_loss3 / step) - base) if math.isfinite(a_loss3) else 0
+    n3 = b_rel - a3 if a3 > 0 else n1
+    if n1 <= min(n2, n3):
         a_rel, need = 0, int(n1)
+    elif n3 < n2:
+        a_rel, need = int(a3), int(n3)
     else:
         a_rel, need = int(a_want), int(n2)
     if plan_only:

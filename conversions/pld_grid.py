@@ -97,6 +97,10 @@ def _log_kappa(x: float) -> float:
 
 
 # ----------------------------------------------------------------------------------------- ranges
+#: at most this many zoomed probes when the range spans under 1/64 of the probe grid
+_ZOOMS = 3
+
+
 def _probe_range(mech: Mechanism, direction: str, theta_ref: float, tgt_lo: float,
                  tgt_hi: float) -> tuple[float, float]:
     """Losses (lo, hi) for the grid of one entry, from exact cell masses on a 4097-point probe grid
@@ -124,6 +128,26 @@ def _probe_range(mech: Mechanism, direction: str, theta_ref: float, tgt_lo: floa
             b += w
     else:
         raise ValueError(f"{mech.describe()}: loss distribution tails too heavy for the PLD route")
+    j_lo, j_hi = _select(edges, m, logm, theta_ref, tgt_lo, tgt_hi)
+    for _ in range(_ZOOMS):
+        # a range of a few probe cells (losses on a scale far below the probe's: q = 1e-6, where every
+        # step's loss lies within 1e-3 of 0 on a grid of 4.9e-4 cells): probe again inside it, so the
+        # grid (and the composed support, T times as long) is not mostly empty cells
+        a, b = float(edges[j_lo]), float(edges[j_hi])
+        if j_hi - j_lo > _PROBE // 64 or not b - a > 1e-9 * max(abs(a), abs(b)):
+            break
+        edges = np.linspace(a, b, _PROBE + 1)
+        m, _ = _masses(mech, edges, direction)
+        with np.errstate(divide="ignore"):
+            logm = _lse(np.log(m[:-1]) + theta_ref * edges)
+        j_lo, j_hi = _select(edges, m, logm, theta_ref, tgt_lo, tgt_hi)
+    return float(edges[j_lo]), float(edges[j_hi])
+
+
+def _select(edges: np.ndarray, m: np.ndarray, logm: float, theta_ref: float, tgt_lo: float,
+            tgt_hi: float) -> tuple[int, int]:
+    """The probe-edge indices (lo, hi) of :func:`_probe_range`'s rules on the masses ``m`` of
+    ``edges`` (m[0] = P(L <= e_0), m[-1] = P(e_last < L < inf)); logm: log of the tilted normaliser."""
     cdf = np.cumsum(m[:-1])  # P(L <= e_j)
     with np.errstate(divide="ignore"):
         tilted = np.log(cdf) + theta_ref * edges - logm
@@ -141,7 +165,7 @@ def _probe_range(mech: Mechanism, direction: str, theta_ref: float, tgt_lo: floa
     j_lo = min(j_lo, max(j_med - 1, 0))
     j_hi = int(np.searchsorted(-sf, -tgt_hi, side="left"))  # first j with sf <= tgt_hi
     j_hi = min(max(j_hi, j_lo + 1), edges.size - 1)
-    return float(edges[j_lo]), float(edges[j_hi])
+    return j_lo, j_hi
 
 
 # ----------------------------------------------------------------------------------------- steps

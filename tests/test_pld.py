@@ -167,6 +167,26 @@ def test_cells_bad_input_and_unavailable():
     assert PoissonSubsampled(Gaussian(1.0), 0.1).pld_cell_masses(np.array([0.0])) is None
 
 
+@pytest.mark.parametrize("direction", ["remove", "add"])
+def test_probe_range_zooms_into_a_narrow_loss_law(direction):
+    """q = 1e-6: every loss lies within ~2e-3 of 0, i.e. within a few cells of the first 4097-point
+    probe grid (cells 4.9e-4 wide).  The range is probed again inside, so its end at the law's hard edge
+    (remove: L > log(1 - q); add: L < -log(1 - q)) sits within a fine cell of that edge instead of up to
+    4.9e-4 away (empty cells, T times as many in the composed support); and it still obeys its rules,
+    checked by mpmath: P(L > hi) <= tgt_hi, and the bulk (median) above lo."""
+    q, theta, tgt_lo, tgt_hi = 1e-6, 150.0, 1e-11, 1e-15
+    m = SubsampledGaussian(1.0, q)
+    lo, hi = pld_grid._probe_range(m, direction, theta, tgt_lo, tgt_hi)
+    edge = math.log1p(-q)
+    if direction == "remove":
+        assert edge - 1e-6 <= lo <= edge
+    else:
+        assert -edge <= hi <= -edge + 1e-6
+    above = _sg_ref_cells([hi], q, 1.0, 1.0, direction)[1]
+    below = _sg_ref_cells([lo], q, 1.0, 1.0, direction)[0]
+    assert above <= tgt_hi and below <= 0.5
+
+
 # ----------------------------------------------------------------------------- route: Gaussian
 
 
