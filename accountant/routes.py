@@ -275,8 +275,12 @@ class DiscretisedPLDRoute:
         items = self._check(ledger, ctx)
         try:
             query, rtol = ("epsilon" if fn is pld.pld_epsilon_bounds else "delta"), self._rtol(ctx)
-            res = dominated.each_direction(items, directions(ledger), query, value, lambda d: fn(
-                items, value, d, rtol, deadline=ctx.deadline), ctx.lower)
+            if query == "epsilon":  # (a direction stops refining once it cannot change the answer)
+                res = dominated.each_direction(items, directions(ledger), query, value, lambda d, ceil: fn(
+                    items, value, d, rtol, deadline=ctx.deadline, stop_below=ceil), ctx.lower, True)
+            else:
+                res = dominated.each_direction(items, directions(ledger), query, value, lambda d: fn(
+                    items, value, d, rtol, deadline=ctx.deadline), ctx.lower)
         except pld.FirstPassAbandoned as exc:
             raise RouteTimedOut(str(exc)) from None
         except (OverflowError, ZeroDivisionError) as exc:

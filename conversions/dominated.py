@@ -46,13 +46,17 @@ def chernoff_upper(entries, query: str, value: float, direction: str) -> float |
 
 
 def each_direction(entries, dirs: Sequence[str], query: str, value: float,
-                   run: Callable[[str], EpsilonBounds | DeltaBounds], floor: float | None = None) -> list:
+                   run: Callable[..., EpsilonBounds | DeltaBounds], floor: float | None = None,
+                   pass_ceiling: bool = False) -> list:
     """``[run(d) for d in dirs]``, except that a direction whose Chernoff bound (:func:`chernoff_upper`)
     is at most the largest certified lower bound found so far (the earlier directions' lower bounds, and
     ``floor``: a certified lower bound on the worst direction's value from elsewhere, e.g. another route)
     gets the bracket [0, that bound] instead.  It cannot change the worst-direction certificate (module
     docstring; with ``floor`` from another route: that direction's value is then at most ``floor``,
-    which already bounds the combined answer from below)."""
+    which already bounds the combined answer from below).  With ``pass_ceiling``, ``run(d, ceiling)``
+    receives that lower bound (0 when none): a route may stop refining direction d once its certified
+    upper end is at most ``ceiling`` -- for the same reason, the certificate's numbers are then those
+    of d refined in full."""
     res: list = []
     for d in dirs:
         ceiling = max([r.lower for r in res] + [floor or 0.0])
@@ -64,7 +68,7 @@ def each_direction(entries, dirs: Sequence[str], query: str, value: float,
                 cls = EpsilonBounds if query == "epsilon" else DeltaBounds
                 res.append(cls(value, up, 0.0, up, d, det))
                 continue
-        res.append(run(d))
+        res.append(run(d, ceiling) if pass_ceiling else run(d))
     skipped = ",".join(r.direction for r in res if r.details.get("dominated"))
     if skipped:  # (so the certificate, which shows the worst direction's details, names them)
         res = [r if r.details.get("dominated") else

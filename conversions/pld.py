@@ -163,6 +163,14 @@ class FirstPassAbandoned(Exception):
     took 1.7-2.5 s for a bracket 7 % wide where the deferred contour gives 1 % in 0.12 s)."""
 
 
+#: past the absolute target (eps < 0.1: 0.1 rtol), one refinement towards the relative one (rtol x eps)
+#: runs if its predicted FFT window (``_growth``: an overestimate, by 3-12x in the regimes sweep) and
+#: per-entry grid are at most these sizes: 4-12 ms at T = 10 in the sweep (a grid of 1.5e5 cells took
+#: 21 ms, one of 3.6e5 at T = 100 took 100 ms); q = 1e-5, sigma = 0.4, T = 10: [0.0025123, 0.0025475]
+#: -> [0.0025212, 0.0025214] in 4 ms
+CHEAP_FFT = 1 << 20
+CHEAP_CELLS = 1 << 17
+
 class _Clock:
     """The time limit of a PLD query: a refinement pass runs only if it is predicted to end before the
     deadline.  Its cost is predicted from the previous pass's two parts (``_run`` times them): the
@@ -340,18 +348,24 @@ def pld_delta_bounds(entries, eps: float, direction: str = "remove", rtol: float
 
 
 def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: float = 1e-3, *,
-                       max_points: int = DEFAULT_MAX_POINTS, deadline: float | None = None) -> EpsilonBounds:
+                       max_points: int = DEFAULT_MAX_POINTS, deadline: float | None = None,
+                       stop_below: float = 0.0) -> EpsilonBounds:
     """Certified eps(delta) for one direction by the discretised PLD.
 
     ``upper`` satisfies delta_upper(upper) <= delta (so the pair is (upper, delta)-DP), ``lower``
     satisfies delta_lower(lower) >= delta (no eps below it is valid); both are >= 0.  Target width:
-    (upper - lower) <= rtol * upper, or <= 0.1 rtol absolute when eps < 0.1.  Parameters (and the
+    (upper - lower) <= rtol * upper, or <= 0.1 rtol absolute when eps < 0.1 (then one more pass towards
+    the relative target when it is predicted cheap: ``CHEAP_FFT``, ``CHEAP_CELLS``).  Parameters (and the
     ``deadline``) as in ``pld_delta_bounds``; ``delta`` in (0, 1).  An eps whose certification fails
-    (window, cap) is reported as upper = inf rather than guessed.
+    (window, cap) is reported as upper = inf rather than guessed.  ``stop_below``: refinement stops once
+    the certified upper end is at most this (a certified lower bound on another direction's eps, so
+    this direction cannot change the worst-direction answer; :func:`conversions.dominated.each_direction`).
     """
     if isinstance(delta, bool) or not isinstance(delta, int | float) or not (0.0 < delta < 1.0):
         raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
     delta = float(delta)
+    if isinstance(stop_below, bool) or not isinstance(stop_below, int | float) or not stop_below >= 0.0:
+        raise ValueError(f"stop_below must be a real number >= 0, got {stop_below!r}")
     ents, rtol, max_points = _prepare(entries, direction, rtol, max_points)
     if not ents:
         return EpsilonBounds(delta, 0.0, 0.0, 0.0, direction, {"route": "pld"})
@@ -373,10 +387,18 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
     passes, last_w = 1, up - lo
     extra = _extra(ev, lo, up)
     split_ok = split_applicable(ents, delta)
-    for _ in range(3):
-        if passes > 1 and (up - lo <= max(rtol * up, 0.1 * rtol) or ev.c.capped):
+    atol = 0.1 * rtol
+    refined = False
+    for _ in range(4):
+        if up <= stop_below or passes > 1 and (up - lo <= rtol * up or ev.c.capped):
             break
-        if split_ok and lo > 0 and math.isfinite(extra) and extra > max(rtol * up, 0.1 * rtol):
+        # the absolute target met (eps < 0.1): refine towards the relative one only while a pass is cheap
+        cheap_only = passes > 1 and up - lo <= atol
+        if cheap_only and refined:
+            break  # (one such pass: a second one cost 93 ms at q = 1e-4, sigma = 2, T = 10)
+        refined = refined or cheap_only
+        goal = rtol * up if cheap_only else max(rtol * up, atol)
+        if split_ok and lo > 0 and math.isfinite(extra) and extra > goal:
             # the error terms alone (not the rounding shifts) exceed the target although the pass found
             # a lower bound (its tilt sits near the root), and a finer grid only adds cells to them: the
             # split below answers (measured: q = 1e-4, sigma = 1, T = 100, delta = 1e-12: a second pass
@@ -398,7 +420,7 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
         # grid ranges for this tilt (the lower cut depends on it), then the target grid; the loss law
         # above top = up - (T - 1) floor in closed form where that shortens the grid
         grid_ents, tail, ranges = _grid_entries(ents, direction, up, rtol, delta, 0.5 * theta_hint)
-        target = max(rtol * est, 0.1 * rtol)
+        target = rtol * est if cheap_only else max(rtol * est, atol)
         prev_width = width
         width = 0.8 * target  # leaves room for the error terms (~10% of the bracket at 1e-3)
         if passes > 1:
@@ -408,7 +430,11 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
             width = 0.95 * room if room > 0.25 * target else 0.9 * target / 2.0 ** (passes - 1)
         if passes > 1 and _no_finer(ev, ranges, max_points):
             break
-        if not clock.allows(_growth(ev, prev_width, width, ranges, max_points)):
+        growth = _growth(ev, prev_width, width, ranges, max_points)
+        if cheap_only and (ev.c.n * growth[0] > CHEAP_FFT
+                           or growth[1] * max(b - a for a, b in ranges) / ev.c.step > CHEAP_CELLS):
+            break
+        if not clock.allows(growth):
             break
         nxt = clock.timed(_run, grid_ents, direction, width, ranges, tilt, max_points, rtol, a_next,
                           delta, theta_hint, deadline=deadline)
@@ -430,7 +456,7 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
     details = _details(ev, passes)
     if isinstance(ev, TailEvaluator):
         details["loss_tail_top"] = ev.tail.top
-    if not (up - lo <= max(rtol * up, 0.1 * rtol)) and split_ok and clock.allows():
+    if not (up - lo <= max(rtol * up, atol) or up <= stop_below) and split_ok and clock.allows():
         # near-atomic steps: condition on the number of large steps (conversions.pld_split)
         res = split_epsilon_bracket(ents, delta, direction, rtol, lo, up, max_points)
         if res is not None:

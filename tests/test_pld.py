@@ -400,6 +400,51 @@ def test_bad_input():
         pld.pld_delta_bounds([("gaussian", 1)], 1.0)
     with pytest.raises(ValueError, match="pld_cell_masses"):
         pld.pld_delta_bounds([(PoissonSubsampled(Gaussian(1.0), 0.1), 1)], 1.0)
+    for bad in (math.nan, -1.0, True, "0"):
+        with pytest.raises(ValueError, match="stop_below"):
+            pld.pld_epsilon_bounds(g, 1e-5, stop_below=bad)
+
+
+def _cf_bracket(q, sigma, T, delta):
+    """The contour route's certified bracket (exact-grade here: ~1e-5 relative), an independent method."""
+    from accountant import PrivacyAccountant
+
+    c = PrivacyAccountant().step(sigma=sigma, sample_rate=q, steps=T).certificate(delta=delta, method="cf")
+    return c.lower_bound, c.epsilon
+
+
+def test_refines_past_the_absolute_target_while_cheap():
+    """q = 1e-3, sigma = 5, T = 10, delta = 1e-5 (eps ~ 0.0012): the absolute target 1e-4 is met by a
+    bracket 4 % wide; one more pass (predicted small: ``CHEAP_FFT`` / ``CHEAP_CELLS``) narrows it to
+    ~1e-3 relative.  Both brackets must hold the contour route's certified bracket (~1e-5 wide)."""
+    ents = [(SubsampledGaussian(5.0, 1e-3), 10)]
+    r = pld.pld_epsilon_bounds(ents, 1e-5, "remove")
+    lo, up = _cf_bracket(1e-3, 5.0, 10, 1e-5)
+    assert r.lower <= up and lo <= r.upper
+    assert r.upper - r.lower <= 2e-3 * r.upper
+    # without room for the cheap pass the bracket stops at the absolute target, and is wider
+    old = pld.CHEAP_CELLS
+    try:
+        pld.CHEAP_CELLS = 0
+        wide = pld.pld_epsilon_bounds(ents, 1e-5, "remove")
+    finally:
+        pld.CHEAP_CELLS = old
+    assert r.lower <= up and lo <= r.upper and wide.upper - wide.lower > 5 * (r.upper - r.lower)
+    assert wide.upper - wide.lower <= 1e-4
+
+
+def test_stop_below_ends_refinement_of_a_direction_that_cannot_matter():
+    """q = 1e-4, sigma = 0.8, T = 100: the add direction's eps (~0.003) is below the remove direction's
+    certified lower bound (~0.0073).  Given that bound (``stop_below``) the add query stops at its first
+    bracket whose upper end is below it: fewer passes, still certified (it holds the full query's
+    bracket), and the worst-direction answer is unchanged."""
+    ents = [(SubsampledGaussian(0.8, 1e-4), 100)]
+    rem = pld.pld_epsilon_bounds(ents, 1e-5, "remove")
+    full = pld.pld_epsilon_bounds(ents, 1e-5, "add")
+    short = pld.pld_epsilon_bounds(ents, 1e-5, "add", stop_below=rem.lower)
+    assert full.upper <= rem.lower and short.upper <= rem.lower
+    assert short.details["passes"] < full.details["passes"]
+    assert short.lower <= full.upper and full.lower <= short.upper
 
 
 def test_applicable_and_cost():
