@@ -315,3 +315,21 @@ def test_pld_near_atomic_tiny_rate_contains_reference_per_direction(direction):
     assert r.lower <= ref + err, f"pld {direction}: lower {r.lower!r} > reference {ref!r} -- UNSOUND"
     assert r.upper - r.lower <= 1e-4 and r.lower > 0.5 * ref
     assert not r.details["capped"] and r.details["fft_points"] <= 1 << 18
+
+
+def test_split_stops_at_the_absolute_target_for_small_eps(monkeypatch):
+    """q = 1e-6, sigma = 1, T = 1e4, remove (eps ~ 1.4e-4): the split's first integrated pass meets the
+    absolute target (``EPS_ATOL`` = 1e-4, used for eps < 0.1); it stops there, with a bracket holding the
+    reference, where without the absolute target two more passes (twice the work) gave nothing."""
+    from conversions import split
+
+    s = next(x for x in SETS if (x["q"], x["sigma"], x["T"], x["delta"]) == (1e-6, 1.0, 10**4, 1e-5))
+    ref = s["eps"]["remove"]
+    stats: dict = {}
+    r = split.split_epsilon_bounds(_entries(s), s["delta"], "remove", stats=stats)
+    assert r.lower <= ref <= r.upper and r.upper - r.lower <= split.EPS_ATOL
+    monkeypatch.setattr(split, "EPS_ATOL", 0.0)
+    stats0: dict = {}
+    r0 = split.split_epsilon_bounds(_entries(s), s["delta"], "remove", stats=stats0)
+    assert r0.lower <= ref <= r0.upper
+    assert stats0["work"] > 1.5 * stats["work"] and r0.upper - r0.lower >= 0.5 * (r.upper - r.lower)
