@@ -1,6 +1,7 @@
 """The regimes sweep: DP-SGD certificates over q x sigma x T x delta, with dp-accounting side by side.
 
-``python -m benchmarks.sweep_regimes [--quick] [--every K] [--no-peers] [--peer-timeout S] [--out DIR]``
+``python -m benchmarks.sweep_regimes [--quick] [--every K] [--no-peers] [--peer-timeout S]
+[--peers-from JSON] [--out DIR]``
 
 For each setting (Poisson-subsampled Gaussian, add/remove, ``method="auto"``) it records the certified
 epsilon, the certified lower bound, the bracket width, the route auto chose and the warm query time
@@ -17,6 +18,9 @@ not count against it); its value is reported next to ours, and where it falls *b
 bound* it is flagged as the peer's failure (it is then not an upper bound; the reference test
 ``tests/test_dpsgd_reference.py`` confirms one such case with an independent high-precision value). A
 peer is a reference for speed and tightness, never for soundness.
+
+``--peers-from`` takes the peer's values and times from an earlier run's JSON (settings it lacks run
+the peer afresh): the peer is deterministic, and its full run takes ~40 min of the ~45.
 
 Writes ``results/sweep_regimes.json`` and ``results/sweep_regimes.md`` (the README shows the summary).
 """
@@ -120,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-peers", action="store_true", help="dpcert only")
     p.add_argument("--peer-timeout", type=float, default=60.0, help="seconds per dp-accounting query")
     p.add_argument("--every", type=int, default=1, help="run every K-th setting only (a quick subset)")
+    p.add_argument("--peers-from", default=None, help="reuse the peer's values from this earlier JSON")
     p.add_argument("--out", default=str(ROOT / "results"), help="output directory")
     args = p.parse_args(argv)
     peers = not args.no_peers
@@ -129,12 +134,18 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError:
             print("dp-accounting is not installed: dpcert only (pip install dp-accounting)", file=sys.stderr)
             peers = False
+    known: dict = {}
+    if peers and args.peers_from:
+        for r in json.loads(Path(args.peers_from).read_text())["rows"]:
+            if "peer" in r:
+                known[(r["q"], r["sigma"], r["T"], r["delta"])] = {
+                    k: r[k] for k in ("peer", "peer_ms", "peer_wall_ms", "peer_note") if k in r}
     rows = []
     todo = settings(args.quick)[::max(1, args.every)]
     for i, (chain, q, s, t, d) in enumerate(todo):
         row = {"chain": chain, "q": q, "sigma": s, "T": t, "delta": d, **_dpcert(q, s, t, d)}
         if peers:
-            row.update(_peer(q, s, t, d, args.peer_timeout))
+            row.update(known.get((q, s, t, d)) or _peer(q, s, t, d, args.peer_timeout))
             pv = row["peer"]
             row["peer_below_our_lower"] = bool(pv is not None and pv < row["lower"] * (1 - 1e-9))
             row["ours_above_peer"] = bool(pv is not None and row["epsilon"] > pv)
@@ -165,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         ratios = sorted(r["ms"] / r["peer_ms"] for r in rows if r.get("peer_ms"))
         summary["median_time_ratio"] = statistics.median(ratios) if ratios else None
         summary["peer_timeouts"] = sum(r.get("peer") is None for r in rows)
+        summary["peers_from"] = args.peers_from
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "sweep_regimes.json").write_text(json.dumps({"summary": summary, "non_monotone": nonmono,
@@ -200,6 +212,25 @@ def _markdown(summary: dict, rows: list[dict], nonmono: list, peers: bool) -> st
                     else f" {r.get('peer_note', '')} | |")
         lines.append(f"| {r['q']:g} | {r['sigma']:g} | {r['T']:g} | {r['delta']:g} | {r['epsilon']:.6g} | "
                      f"{r['lower']:.6g} | {r['rel_width']:.2e} | {r['route']} | {r['ms']:.0f} |{peer}")
+    if peers:
+        fail = [r for r in rows if r.get("peer_below_our_lower")]
+        above = sorted((r for r in rows if r.get("ours_above_peer") and not r.get("peer_below_our_lower")),
+                       key=lambda r: -(r["epsilon"] - r["peer"]) / r["peer"])
+        if fail:
+            lines += ["", "The peer below our certified lower bound (its value is not an upper bound):", "",
+                      "| q | sigma | T | delta | lower bound | dp-accounting | below by (rel.) |",
+                      "|---|---|---|---|---|---|---|"]
+            lines += [f"| {r['q']:g} | {r['sigma']:g} | {r['T']:g} | {r['delta']:g} | {r['lower']:.10g} | "
+                      f"{r['peer']:.10g} | {(r['lower'] - r['peer']) / r['lower']:.2e} |" for r in fail]
+        if above:
+            inside = sum(r["lower"] <= r["peer"] for r in above)
+            lines += ["", f"Ours above the peer's value ({len(above)} settings; the peer inside our "
+                      f"certified bracket in {inside}):", "",
+                      "| q | sigma | T | delta | lower bound | certified eps | dp-accounting "
+                      "| above by (rel.) | route |", "|---|---|---|---|---|---|---|---|---|"]
+            lines += [f"| {r['q']:g} | {r['sigma']:g} | {r['T']:g} | {r['delta']:g} | {r['lower']:.10g} | "
+                      f"{r['epsilon']:.10g} | {r['peer']:.10g} | "
+                      f"{(r['epsilon'] - r['peer']) / r['peer']:.2e} | {r['route']} |" for r in above]
     if nonmono:
         lines += ["", "Non-monotone pairs: " + "; ".join(f"{c} {a}->{b}: {x:.6g} > {y:.6g}"
                                                        for c, a, b, x, y in nonmono[:10])]
