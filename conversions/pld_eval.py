@@ -124,7 +124,7 @@ class _Evaluator:
         if eps < self.lo_ok:  # mass below the window could lie above eps: nothing certified here
             return 1.0
         core, rnd = self._core(eps, True)
-        err = self._scale(eps) * (c.c_model + c.c_fft)
+        err = _scaled(self._scale(eps), c.c_model + c.c_fft)
         out = math.exp(c.log_out_up) if c.log_out_up > -math.inf else 0.0
         up = c.p_inf_up + max(core, 0.0) + rnd + err + out + c.beta_up
         return min(1.0, up * (1 + 1e-12) + 1e-300)
@@ -140,16 +140,28 @@ class _Evaluator:
         core, rnd = self._core(e2, False)
         sc = self._scale(e2)
         junk_hi = math.exp(c.log_junk_hi) if c.log_junk_hi > -math.inf else 0.0
-        below = sc * math.exp(c.log_junk_lo) if c.log_junk_lo > -math.inf else 0.0
+        below = 0.0
+        if c.log_junk_lo > -math.inf:  # (in logs: C e^{-theta eps} may overflow where the junk is tiny)
+            x = c.log_c - c.theta * e2 + c.log_junk_lo
+            below = math.exp(x) * (1 + 1e-12) if x < 709.0 else math.inf
         if c.log_damp > -math.inf:
             below = min(below, 1.01 * math.exp(c.log_damp))
-        err = sc * (c.c_model + c.c_fft + c.c_cell0 + junk_hi * (1 + 1e-10)) + below * (1 + 1e-10)
+        err = _scaled(sc, c.c_model + c.c_fft + c.c_cell0 + junk_hi * (1 + 1e-10)) + below * (1 + 1e-10)
         lo = c.p_inf + core - rnd - err - c.beta_lo
         lo = lo * (1 - 1e-12) if lo > 0 else lo
         return max(lo, floor * (1 - 1e-15))
 
     def evaluable(self, eps: float) -> bool:
         return self.lo_ok <= eps <= self.hi_ok
+
+
+def _scaled(scale: float, err: float) -> float:
+    """A tilted l1 error ``err`` in delta units (``scale`` = C e^{-theta eps}), on the safe side: an
+    infinite error stays infinite when the scale underflowed to 0 (0 x inf is unknown, not 0)."""
+    if err == 0.0:
+        return 0.0
+    return math.inf if not math.isfinite(err) else scale * err
+
 
 def _solve(ev: _Evaluator, delta: float) -> tuple[float, float]:
     """(lower, upper) eps >= 0 from one evaluator.

@@ -37,6 +37,11 @@ def _cpow(z: np.ndarray, k: int) -> np.ndarray:
 
 
 
+def _times(a: float, b: float) -> float:
+    """a b with 0 x inf = 0 (a zero error term stays zero when its scale overflowed)."""
+    return 0.0 if b == 0.0 else a * b
+
+
 @dataclass(frozen=True)
 class _Composed:
     step: float
@@ -100,10 +105,12 @@ def _compose(plan: _Plan, theta: float, max_points: int, tol_junk: float, a_loss
         sums.append(s)
         w0s.append(st.m0 * math.exp(float(arg[0])) * 1.01)
     log_c = sum(k * lm for k, lm in zip(ks, logms, strict=True))
-    prod_norm = math.exp(sum(k * math.log(s + t) for k, s, t in zip(ks, sums, taus, strict=True))) \
-        if not plan_only else 1.0
-    c_model = prod_norm * sum(k * t / (s + t) for k, s, t in zip(ks, sums, taus, strict=False))
-    c_cell0 = prod_norm * sum(k * w / (s + t) for k, s, t, w in zip(ks, sums, taus, w0s, strict=False))
+    # (beyond float range -- a huge tilt at an extreme query, e.g. eps = 800 -- the error terms are
+    # infinite: the bracket is the trivial [0, 1], never an overflow)
+    log_pn = 0.0 if plan_only else sum(k * math.log(s + t) for k, s, t in zip(ks, sums, taus, strict=True))
+    prod_norm = math.exp(log_pn) if log_pn < 709.0 else math.inf
+    c_model = _times(prod_norm, sum(k * t / (s + t) for k, s, t in zip(ks, sums, taus, strict=False)))
+    c_cell0 = _times(prod_norm, sum(k * w / (s + t) for k, s, t, w in zip(ks, sums, taus, w0s, strict=False)))
     # ---- window: composed span, or mean +- spread of the tilted sum, widened until the junk is small
     base = sum(st.k * st.lo for st in steps)  # lattice index of relative position 0
     span_tot = sum(st.k * (st.n - 1) for st in steps) + 1

@@ -447,6 +447,25 @@ def test_stop_below_ends_refinement_of_a_direction_that_cannot_matter():
     assert short.lower <= full.upper and full.lower <= short.upper
 
 
+def test_extreme_eps_gives_a_valid_bracket_not_an_overflow():
+    """q = 8e-4, sigma = 3.26, T = 286 (a DP-SGD setting) at eps from 0.5 to 800: delta falls below
+    1e-100, the tilt is huge and the discretisation's error terms leave float range.  Each query returns
+    a certified bracket (trivial [0, 1] where the error terms are infinite; no OverflowError, no NaN),
+    and where the contour route is tight its bracket lies inside ours."""
+    from accountant import PrivacyAccountant
+
+    ents = [(SubsampledGaussian(3.26, 8e-4), 286)]
+    acct = PrivacyAccountant().step(sigma=3.26, sample_rate=8e-4, steps=286)
+    for eps in (0.5, 1.0, 3.0, 8.0, 800.0):
+        b = pld.pld_delta_bounds(ents, eps)
+        assert 0.0 <= b.lower <= b.upper <= 1.0, (eps, b.lower, b.upper)
+        if eps <= 3.0:
+            c = acct.certificate(epsilon=eps, method="cf")
+            assert b.lower <= c.delta and c.delta <= b.upper, (eps, b.lower, b.upper, c.delta)
+            assert b.upper < 1e-30
+    assert pld.pld_delta_bounds(ents, 800.0).upper == 1.0
+
+
 def test_applicable_and_cost():
     assert pld.pld_applicable([(SubsampledGaussian(1.0, 0.01), 10), (Gaussian(2.0), 3)])
     assert not pld.pld_applicable([(PoissonSubsampled(Gaussian(1.0), 0.1), 1)])
