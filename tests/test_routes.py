@@ -181,3 +181,15 @@ def test_auto_skips_the_pld_within_its_absolute_resolution_for_small_epsilon():
     pld = acct.certificate(delta=1e-8, method="pld")
     assert cert.epsilon <= pld.epsilon + 1e-4
     assert pld.lower_bound <= cert.epsilon and cert.lower_bound <= pld.epsilon  # (both certified)
+
+
+def test_auto_skips_rdp_within_its_resolution_and_it_would_not_have_won():
+    """``auto`` skips the RDP route once the bracket is within 1e-3 relative (its ``auto_skip_rtol``):
+    q = 1e-4, sigma = 1, T = 1000, delta = 1e-12, where the contour's bracket is ~1e-4 relative.  Run
+    alone, the RDP bound is far above that answer (it could not have improved it)."""
+    acct = PrivacyAccountant().step(sigma=1.0, sample_rate=1e-4, steps=1000)
+    cert = acct.certificate(delta=1e-12)
+    assert cert.method == "cf" and "rdp" in cert.details["skipped_routes"].split(",")
+    assert cert.epsilon - cert.lower_bound <= 1e-3 * cert.epsilon
+    rdp = acct.certificate(delta=1e-12, method="rdp")
+    assert rdp.epsilon > 2.0 * cert.epsilon and rdp.epsilon >= cert.lower_bound
