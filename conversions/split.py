@@ -56,15 +56,6 @@ U = 2.0**-53
 NEGLIGIBLE = 1.0
 #: epsilon queries stop refining once the certified bracket is this narrow (relative)
 EPS_RTOL = 1e-4
-#: ... or, for eps < 0.1, this narrow (absolute; the discretised PLD's target there, and
-#: ``method="auto"``'s): q = 1e-6, sigma = 1, T = 1e4 spent 0.12 s on two passes after [1.12e-4, 1.72e-4]
-#: that gave nothing (the sweep's other brackets are unchanged)
-EPS_ATOL = 1e-4
-
-
-def _eps_narrow(lo: float, up: float) -> bool:
-    """Whether an eps bracket needs no further refinement (``EPS_RTOL``, ``EPS_ATOL``)."""
-    return up - lo <= max(EPS_RTOL * max(up, 1e-12), EPS_ATOL if up < 0.1 else 0.0) or up == 0.0
 #: ... and give up once two integrated passes left it wider than this (relative) without halving it: in
 #: the regimes sweep no such bracket was narrowed by further passes or cuts (tiny eps at tiny q, e.g.
 #: q = 1e-6, sigma = 1, T = 100..1000, where the remove direction's lower bound stays 0; the discretised
@@ -73,6 +64,13 @@ STALL_RTOL = 0.5
 #: ... or once one integrated pass left it wider than this (its lower bound under 5 % of its upper):
 #: none of those was narrowed by later passes in the sweep (q = 1e-6, sigma = 1, T = 100: 155 -> 114 ms)
 STALL_FIRST_RTOL = 0.95
+#: eps < 0.1: the queries also stop at this width (absolute; the PLD's and auto's target; q = 1e-6: -0.12 s)
+EPS_ATOL = 1e-4
+
+
+def _eps_narrow(lo: float, up: float) -> bool:
+    """Whether an eps bracket needs no further refinement (``EPS_RTOL``, ``EPS_ATOL``)."""
+    return up - lo <= max(EPS_RTOL * max(up, 1e-12), EPS_ATOL if up < 0.1 else 0.0) or up == 0.0
 
 
 class _Meter:
@@ -470,16 +468,15 @@ def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol:
 
         def lo_fn(e):
             return _bracket(core, rem, e)[1]
-
         # (log delta falls with slope about -c near the root: the core's line when it carries delta)
         slope = core.c_ch if core.log_ch0 >= rem.log_ch0 else rem.c_ch
         return C._solve(full, delta, up_fn, lo_fn, start, {}, slope=slope)
 
-    # cheap passes: the split's Chernoff bound (rigorous, both parts bounded) at a cut near its own
-    # answer, from the central-limit estimate until it settles (a few passes of ~10 ms): the reference
-    # for the integrated passes (the whole ledger's Chernoff bound is far too loose at small rates).  The
-    # start is at most that Chernoff bound (an upper bound on eps): the central-limit estimate can be far
-    # above the truth at small noise (q = 1e-3, sigma = 0.3, T = 1e5: mu ~ 81, eps capped at 1e3, truth 153)
+    # cheap passes: the split's Chernoff bound (rigorous, both parts bounded) at a cut near its own answer,
+    # from the central-limit estimate until it settles (a few passes of ~10 ms): the reference for the
+    # integrated passes (the whole ledger's Chernoff bound is far too loose at small rates).  The start is
+    # at most that Chernoff bound (an upper bound on eps): the central-limit estimate can be far above the
+    # truth at small noise (q = 1e-3, sigma = 0.3, T = 1e5: mu ~ 81, eps capped at 1e3, truth 153)
     eps_ref = _clt_epsilon(entries, delta)
     ch = meter.run((full,), lambda: C._chernoff_eps_opt(full, delta)[0])
     if math.isfinite(ch) and ch > 0.0:
