@@ -171,6 +171,7 @@ class FirstPassAbandoned(Exception):
 CHEAP_FFT = 1 << 20
 CHEAP_CELLS = 1 << 17
 
+
 class _Clock:
     """The time limit of a PLD query: a refinement pass runs only if it is predicted to end before the
     deadline.  Its cost is predicted from the previous pass's two parts (``_run`` times them): the
