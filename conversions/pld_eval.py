@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit
 
 from .contour_terms import query_clock
-from .pld_fft import _compose, _Composed
+from .pld_fft import _compose, _Composed, _scaled
 from .pld_grid import U, _plan, _rr_eta
 from .pld_tilt import _blocks, _saddle, _sp_epsilon
 
@@ -124,7 +124,7 @@ class _Evaluator:
         if eps < self.lo_ok:  # mass below the window could lie above eps: nothing certified here
             return 1.0
         core, rnd = self._core(eps, True)
-        err = _scaled(self._scale(eps), c.c_model + c.c_fft)
+        err = _scaled(self._scale(eps), c.c_model + c.c_fft)  # (tilted l1 errors in delta units)
         out = math.exp(c.log_out_up) if c.log_out_up > -math.inf else 0.0
         up = c.p_inf_up + max(core, 0.0) + rnd + err + out + c.beta_up
         return min(1.0, up * (1 + 1e-12) + 1e-300)
@@ -153,14 +153,6 @@ class _Evaluator:
 
     def evaluable(self, eps: float) -> bool:
         return self.lo_ok <= eps <= self.hi_ok
-
-
-def _scaled(scale: float, err: float) -> float:
-    """A tilted l1 error ``err`` in delta units (``scale`` = C e^{-theta eps}), on the safe side: an
-    infinite error stays infinite when the scale underflowed to 0 (0 x inf is unknown, not 0)."""
-    if err == 0.0:
-        return 0.0
-    return math.inf if not math.isfinite(err) else scale * err
 
 
 def _solve(ev: _Evaluator, delta: float) -> tuple[float, float]:

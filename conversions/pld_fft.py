@@ -37,9 +37,13 @@ def _cpow(z: np.ndarray, k: int) -> np.ndarray:
 
 
 
-def _times(a: float, b: float) -> float:
-    """a b with 0 x inf = 0 (a zero error term stays zero when its scale overflowed)."""
-    return 0.0 if b == 0.0 else a * b
+def _scaled(scale: float, err: float) -> float:
+    """``scale`` x ``err`` for a nonnegative error term, on the safe side: 0 when the term is exactly 0
+    (whatever the scale, also inf), inf when the term is not finite (inf or NaN: 0 x inf is unknown, not
+    0, when the scale underflowed; inf / inf inside a term gives NaN)."""
+    if err == 0.0:
+        return 0.0
+    return math.inf if not math.isfinite(err) else scale * err
 
 
 @dataclass(frozen=True)
@@ -109,8 +113,9 @@ def _compose(plan: _Plan, theta: float, max_points: int, tol_junk: float, a_loss
     # infinite: the bracket is the trivial [0, 1], never an overflow)
     log_pn = 0.0 if plan_only else sum(k * math.log(s + t) for k, s, t in zip(ks, sums, taus, strict=True))
     prod_norm = math.exp(log_pn) if log_pn < 709.0 else math.inf
-    c_model = _times(prod_norm, sum(k * t / (s + t) for k, s, t in zip(ks, sums, taus, strict=False)))
-    c_cell0 = _times(prod_norm, sum(k * w / (s + t) for k, s, t, w in zip(ks, sums, taus, w0s, strict=False)))
+    c_model = _scaled(prod_norm, sum(k * t / (s + t) for k, s, t in zip(ks, sums, taus, strict=False)))
+    c_cell0 = _scaled(prod_norm, sum(k * w / (s + t)
+                                     for k, s, t, w in zip(ks, sums, taus, w0s, strict=False)))
     # ---- window: composed span, or mean +- spread of the tilted sum, widened until the junk is small
     base = sum(st.k * st.lo for st in steps)  # lattice index of relative position 0
     span_tot = sum(st.k * (st.n - 1) for st in steps) + 1

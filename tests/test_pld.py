@@ -466,6 +466,18 @@ def test_extreme_eps_gives_a_valid_bracket_not_an_overflow():
     assert pld.pld_delta_bounds(ents, 800.0).upper == 1.0
 
 
+def test_scaled_error_terms_never_lose_an_unknown_error():
+    """``pld_fft._scaled`` (an error term times its scale, in the composition and in the evaluator): an
+    exactly-zero term stays 0 even at an infinite scale, and a term that is not finite (inf, or the NaN of
+    inf / inf) becomes inf whatever the scale, also 0 -- never NaN and never 0, which would narrow a
+    bracket by an error that is unknown."""
+    assert pld_fft._scaled(math.inf, 0.0) == 0.0 and pld_fft._scaled(0.0, 0.0) == 0.0
+    for scale in (0.0, 1e-300, 1.0, math.inf):
+        assert pld_fft._scaled(scale, math.inf) == math.inf
+        assert pld_fft._scaled(scale, math.nan) == math.inf
+    assert pld_fft._scaled(2.0, 3.0) == 6.0 and pld_fft._scaled(math.inf, 1e-300) == math.inf
+
+
 def test_applicable_and_cost():
     assert pld.pld_applicable([(SubsampledGaussian(1.0, 0.01), 10), (Gaussian(2.0), 3)])
     assert not pld.pld_applicable([(PoissonSubsampled(Gaussian(1.0), 0.1), 1)])
