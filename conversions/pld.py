@@ -13,8 +13,14 @@ Discretisation (one lattice y = i Delta for every entry, Delta = c 2^e with c in
 so every edge i Delta is an exact float).  For entry j the cells (e_{i-1}, e_i] of the grid
 e_i = (lo_j + i) Delta, i = 0..n_j - 1, get their exact masses from ``pld_cell_masses``; the cell
 (-inf, e_0] is cell 0 and the cell (e_{n-1}, inf) is the "top".
-* Upper coupling Y_up: cell i -> e_i (cell 0 -> e_0, mass moved up), top -> +inf.  Y_up >= L, so
-  delta <= 1 - prod_j (1 - p_inf_j - top_j)^{k_j} + E[f_eps(S_up); all finite].
+* Upper coupling Y_up ("connect the dots", Doroshenko et al. 2022, our own argument): cell i = (a, b]
+  sends a fraction pi_i of its mass to b and the rest to a (cell 0 -> e_0, top -> +inf), with pi_i a
+  certified upper bound on E[1 - e^{a - L} | cell] / (1 - e^{-Delta}) from the cell's Q-mass
+  (``pld_cell_q_masses``: E_P[e^{a - L}; cell] = e^a Q(cell)) or its offset bounds; pi_i = 1 (the
+  whole cell up, Y_up >= L) for mechanisms with neither.  The exact split keeps E[e^{-Y} | L] = e^{-L}
+  and f_eps(s) = (1 - e^eps e^{-s})_+ is convex in e^{-s}, so by Jensen (a step at a time) and the
+  monotonicity of f_eps, delta <= 1 - prod_j (1 - p_inf_j - top_j)^{k_j} + E[f_eps(S_up); all finite],
+  now exact to second order in Delta (``pld_grid._dots_vector``).
 * Lower coupling Y_lo = Y_up - Delta on cells 1..n-1, cell 0 and top dropped (f >= 0).  Y_lo <= L and
   S_lo = S_up - T Delta on the kept event, so delta >= p_inf_total + E[f_{eps + T Delta}(S_up); kept],
   and the composed kept measure differs from the composed U0 (all finite cells) by at most the hybrid

@@ -202,27 +202,115 @@ def _make_step(mech: Mechanism, k: int, direction: str, step: float, lo: float, 
         edges[1:] = (i_lo + np.arange(n) + 0.5) * step
     else:
         edges = np.arange(i_lo, i_hi + 1, dtype=float) * step
-    both = getattr(mech, "pld_cells_and_offsets", None) if rr else None
+    if not rr:
+        return _dots_step(mech, k, direction, step, i_lo, edges)
+    both = getattr(mech, "pld_cells_and_offsets", None)
     both = both(edges, direction) if both is not None else None
     if both is not None:
         m, err = _check_masses(mech, edges, both[0], both[1])
     else:
         m, err = _masses(mech, edges, direction)
-    p_inf = mech.infinite_loss_mass
-    if np.ndim(err) == 0:
-        e0, e_top, err_c = float(err), float(err), float(err)
-    else:
-        e0, e_top, err_c = float(err[0]), float(err[-1]), err[:-1]
-    if not rr:
-        return _Step(k, p_inf, i_lo, m[:-1], err_c, float(m[-1]), e_top, float(m[0]) + e0)
+    e0, e_top = _end_errors(err)
     off = both[2:] if both is not None else mech.pld_cell_offsets(edges, direction)
     if off is None:
         raise ValueError(f"{mech.describe()} has no cell offsets (pld_cell_offsets returned None)")
+    rlo, rhi = _check_offsets(mech, m, off)
+    return _rounded_step(k, mech.infinite_loss_mass, i_lo, edges, m, err, rlo, rhi, step, e0, e_top)
+
+
+def _end_errors(err) -> tuple[float, float]:
+    """Error bounds of cell 0 and of the top cell (a scalar err bounds every cell)."""
+    return (float(err), float(err)) if np.ndim(err) == 0 else (float(err[0]), float(err[-1]))
+
+
+def _check_offsets(mech: Mechanism, m: np.ndarray, off):
     rlo, rhi = (np.asarray(a, dtype=float) for a in off)
     if rlo.shape != m.shape or rhi.shape != m.shape or not (np.all(rlo >= 0) and np.all(rhi <= 1)
                                                           and np.all(rlo <= rhi)):
         raise ValueError(f"{mech.describe()}: pld_cell_offsets returned invalid bounds")
-    return _rounded_step(k, p_inf, i_lo, edges, m, err, rlo, rhi, step, e0, e_top)
+    return rlo, rhi
+
+
+def _dots_step(mech: Mechanism, k: int, direction: str, step: float, i_lo: int,
+               edges: np.ndarray) -> _Step:
+    """Round-up cells on the lattice edges, each split between its two ends (:func:`_dots_vector`) by
+    the cell's Q-mass (``pld_cell_q_masses``) or else its offset bounds (``pld_cell_offsets``); whole
+    cells up when the mechanism offers neither."""
+    both = getattr(mech, "pld_cells_and_q_masses", None)
+    both = both(edges, direction) if both is not None else None
+    if both is not None:
+        m, err = _check_masses(mech, edges, both[0], both[1])
+        qm = both[2:]
+    else:
+        m, err = _masses(mech, edges, direction)
+        qm = getattr(mech, "pld_cell_q_masses", None)
+        qm = qm(edges, direction) if qm is not None else None
+    if qm is not None:
+        mq, err_q = _check_masses(mech, edges, *qm)
+        pi = _split_from_q(m, err, mq, err_q, edges, step)
+    else:
+        off = mech.pld_cell_offsets(edges, direction)
+        pi = None if off is None else _split_from_offsets(_check_offsets(mech, m, off)[1], step)
+    e0, e_top = _end_errors(err)
+    v, verr = _dots_vector(m, err, pi)
+    return _Step(k, mech.infinite_loss_mass, i_lo, v, verr, float(m[-1]), e_top, float(m[0]) + e0)
+
+
+def _split_from_offsets(rhi: np.ndarray, step: float) -> np.ndarray:
+    """pi_i >= (1 - e^{-r_i Delta}) / (1 - e^{-Delta}) for r_i <= rhi_i (cells 1..n-1; cell 0: 1)."""
+    n = rhi.size - 1
+    pi = np.ones(n)
+    with np.errstate(over="ignore", invalid="ignore"):
+        pi[1:] = np.minimum(np.expm1(-rhi[1:n] * step) / math.expm1(-step) * (1.0 + 8.0 * U), 1.0)
+    return np.where(np.isfinite(pi), pi, 1.0)
+
+
+def _split_from_q(m: np.ndarray, err, mq: np.ndarray, err_q, edges: np.ndarray, step: float) -> np.ndarray:
+    """pi_i >= E[1 - e^{a_i - L} | cell i] / (1 - e^{-Delta}) from the cell's P- and Q-masses:
+    E_P[e^{a - L}; cell] = e^a Q(cell), so pi_i = (1 - e^{a_i} Q_i / P_i) / (1 - e^{-Delta}); Q_i from below
+    and P_i from above by their error bounds, the float operations by 16 u absolute in the numerator
+    (e^{a} Q / P <= 1 up to the errors), the division by 4 u relative.  Cells 1..n-1; cell 0 (and any
+    cell without P-mass): 1."""
+    n = m.size - 1
+    pi = np.ones(n)
+    m_c, mq_c = m[1:n], mq[1:n]
+    e_c = err[1:n] if np.ndim(err) else float(err)
+    eq_c = err_q[1:n] if np.ndim(err_q) else float(err_q)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ratio = np.maximum(mq_c - eq_c, 0.0) / (m_c + e_c)
+        num = 1.0 - np.exp(edges[: n - 1]) * ratio + 16.0 * U
+        p = num / -math.expm1(-step) * (1.0 + 4.0 * U)
+    pi[1:] = np.where((m_c > 0) & np.isfinite(p), np.clip(p, 0.0, 1.0), 1.0)
+    return pi
+
+
+def _dots_vector(m: np.ndarray, err, pi: np.ndarray | None):
+    """Cells split between their two lattice ends ("connect the dots", Doroshenko et al. 2022), a
+    mean-preserving spread of e^{-L}: the upper coupling of the round-up cells, exact to second order.
+
+    Cell i = (a, b], b = a + Delta (i = 1..n-1; n = m.size - 1) sends the fraction pi_i of its mass to b
+    and the rest to a, cell 0 all to e_0, the top cell to +inf.  With u = L - a in [0, Delta], sending L
+    to b with probability (1 - e^{-u}) / (1 - e^{-Delta}) keeps E[e^{-Y} | L] = e^{-L}; since
+    f_eps(s) = (1 - e^{eps} e^{-s})_+ is convex in e^{-s}, Jensen (one step at a time, the others fixed)
+    gives E f_eps(S_Y) >= E f_eps(S).  The split's cell average is pi_i = E[1 - e^{-u} | cell] /
+    (1 - e^{-Delta}); any pi'_i >= pi_i moves more mass up, which only increases E f_eps (f is
+    non-decreasing), so certified upper bounds on pi_i keep the upper bound.  Every Y satisfies
+    Y - Delta <= L on cells 1.., so the lower coupling (shift T Delta, cell 0 dropped) holds unchanged.
+    Returns (vector on y_0..y_{n-1}, per-point error bounds); pi = None: every cell up whole.
+    """
+    n = m.size - 1
+    if pi is None:
+        return m[:n], (err[:n] if np.ndim(err) else float(err))
+    up = m[:n] * pi
+    dn = m[:n] - up  # >= 0 (pi <= 1); cell 0 keeps nothing below
+    v = up.copy()
+    v[:-1] += dn[1:]
+    if np.ndim(err) == 0:
+        return v, float(err) + 4.0 * U * float(np.sum(v))
+    e = np.asarray(err, dtype=float)[:n]
+    verr = e * pi
+    verr[:-1] += e[1:] * (1.0 - pi[1:])
+    return v, verr + 4.0 * U * v
 
 
 def _rounded_step(k, p_inf, i_lo, edges, m, err, rlo, rhi, step, e0, e_top) -> _Step:

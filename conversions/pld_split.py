@@ -93,11 +93,23 @@ class _LossPart(Mechanism):
         added to the cell of ``edges`` that holds it (the first edge >= up_i), if it belongs to this part
         (core: lo_i < cut; large part: cut <= lo_i < top).  Both parts of a split insert the same ends, so
         the second reads the first one's base masses from ``memo``."""
+        return self._restricted(self._base_masses, edges, direction)
+
+    def pld_cell_q_masses(self, edges: np.ndarray, direction: str = "remove"):
+        """The base's Q-masses restricted to this part, as ``pld_cell_masses`` (a cell cut by ``cut`` or
+        ``top`` keeps its part's share: its loss still lies between the cell's ends); ``None`` when
+        the base has none."""
+        fn = getattr(self.base, "pld_cell_q_masses", None)
+        if fn is None or fn(np.array([self.cut]), direction) is None:
+            return None
+        return self._restricted(fn, edges, direction)
+
+    def _restricted(self, masses, edges: np.ndarray, direction: str):
         e = np.asarray(edges, dtype=float)
         e2 = e
         for end in (self.cut, self.top) if self.top < math.inf else (self.cut,):
             e2 = np.insert(e2, int(np.searchsorted(e2, end, side="left")), end)
-        m, err = self._base_masses(e2, direction)
+        m, err = masses(e2, direction)
         m = np.asarray(m, dtype=float)
         err = np.broadcast_to(np.asarray(err, dtype=float), m.shape)
         lower = np.concatenate([[-math.inf], e2])  # refined cell i = (lower[i], upper[i]]

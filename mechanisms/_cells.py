@@ -145,6 +145,20 @@ def sg_cells(edges, q, mu, add):  # pragma: no cover - compiled
 @njit(cache=True)
 def sg_cells_x(xs, etas, q, mu, add):  # pragma: no cover - compiled
     """``sg_cells`` from the edges' x (edge order, from ``sg_edges_x``)."""
+    return _sg_cells_under(xs, etas, q, mu, add, not add)
+
+
+@njit(cache=True)
+def sg_q_cells_x(xs, etas, q, mu, add):  # pragma: no cover - compiled
+    """Masses of the same loss cells under the pair's other measure Q (remove: N(0, 1); add: the mixture
+    (1 - q) N(0, 1) + q N(mu, 1)), i.e. E_P[e^{-L}; cell] on the finite cells; error bounds as in
+    ``sg_cells_x``."""
+    return _sg_cells_under(xs, etas, q, mu, add, add)
+
+
+@njit(cache=True)
+def _sg_cells_under(xs, etas, q, mu, add, mix):  # pragma: no cover - compiled
+    """Loss cells (edge x's in edge order) under the mixture (mix) or N(0, 1), in loss order."""
     n = xs.shape[0]
     if add:  # L = -l(x) <= e  <=>  x >= x(-e); walk the edges backwards so x is increasing
         x = xs[::-1].copy()
@@ -154,11 +168,11 @@ def sg_cells_x(xs, etas, q, mu, add):  # pragma: no cover - compiled
         eta = etas
     m = np.zeros(n + 1)
     e = np.zeros(n + 1)
-    if add:
-        normal_cells(x, m, e, 1.0)
-    else:
+    if mix:
         normal_cells(x, m, e, 1.0 - q)
         normal_cells(x - mu, m, e, q)
+    else:
+        normal_cells(x, m, e, 1.0)
     # rounding of the inverse map: the edge x_i is off by <= eta_i, which moves mass p(x_i) eta_i
     # (times 1.01 for the variation of the density over [x - eta, x + eta]; needs (|x| + mu + 1) eta small)
     for i in range(n):
@@ -166,7 +180,7 @@ def sg_cells_x(xs, etas, q, mu, add):  # pragma: no cover - compiled
             continue
         if (abs(x[i]) + mu + 1.0) * eta[i] > 1e-3:
             dens = _INV_SQRT_2PI  # crude global bound on the mixture density
-        elif add:
+        elif not mix:
             dens = _INV_SQRT_2PI * math.exp(-0.5 * x[i] * x[i])
         else:
             dens = _INV_SQRT_2PI * ((1.0 - q) * math.exp(-0.5 * x[i] * x[i])

@@ -313,7 +313,9 @@ class Mechanism:
         Returns ``(lo, hi)``, arrays of length n + 1 (cells as in ``pld_cell_masses``) with
         lo_i <= E[L - e_{i-1} | e_{i-1} < L <= e_i] / (e_i - e_{i-1}) <= hi_i for the cells i = 1..n-1
         of positive mass (the unbounded cells 0 and n are ignored by callers).  Rigorous bounds (floating
-        point included).  Default: not available.
+        point included).  Default: not available.  (Optional finer hook, looked up by name:
+        ``pld_cell_q_masses(edges, direction) -> (mq, err)``, the same cells' masses under Q, i.e.
+        E_P[e^{-L}; cell] on the finite cells, per-cell error bounds: the PLD's connect-the-dots split.)
         """
         check_direction(direction)
         return None
@@ -499,7 +501,7 @@ class Delegating(Mechanism):
 
     def __getattr__(self, name: str):
         # optional fast paths of the inner mechanism (e.g. ``pld_cells_and_offsets``)
-        if name == "pld_cells_and_offsets":
+        if name in ("pld_cells_and_offsets", "pld_cells_and_q_masses", "pld_cell_q_masses"):
             fn = getattr(self.dominating(), name, None)
             if fn is not None:
                 return fn

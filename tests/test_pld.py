@@ -286,7 +286,13 @@ def _sg_delta2(eps, q, sigma, direction):
         def f(x):
             return npdf(x) * d1(eps + ell(x))
     pts = [-mp.inf, -10 * mp.sqrt(s2), -2, 0, 0.5, 1, 2, 4, 10 * mp.sqrt(s2) + 1, mp.inf]
-    return mp.quad(f, pts)
+    # delta_1 has a kink where its argument crosses the support's end, log(1 - q) (remove) or -log(1 - q)
+    # (add): split there, or the quadrature errs by ~1e-7 relative (q = 0.05, sigma = 0.9, eps = 0.4:
+    # 1.97975958e-3 without the split, 1.97975941890e-3 with it and by the MGF-inversion reference)
+    e_kink = eps - mp.log(1 - qq) if direction == "remove" else -mp.log(1 - qq) - eps
+    if e_kink > mp.log(1 - qq):  # ell(x) = e_kink has a root
+        pts.append((mp.log((mp.exp(e_kink) - (1 - qq)) / qq) * 2 * s2 + 1) / 2)
+    return mp.quad(f, sorted(pts))
 
 
 @pytest.mark.parametrize("direction,q,sigma,eps", [
@@ -315,6 +321,73 @@ def test_subsampled_gaussian_two_steps_quadrature(direction):
     b = pld.pld_delta_bounds([(SubsampledGaussian(sigma, q), 2)], eps, direction)
     assert b.lower <= ref <= b.upper, (b.lower, ref, b.upper)
     assert b.upper - b.lower <= 2e-3 * ref
+
+
+@pytest.mark.parametrize("direction,q,sigma,eps", [("remove", 0.05, 0.9, 0.4), ("add", 0.05, 0.9, 0.05),
+                                                   ("remove", 0.01, 1.1, 0.1)])
+def test_two_steps_upper_bound_is_second_order(direction, q, sigma, eps):
+    # the cells split between their ends by their Q-mass (connect the dots): the upper end is within
+    # 2e-6 relative of the quadrature (cells moved up whole: 1.5e-4 .. 4.8e-4 at the default rtol)
+    ref = _sg_delta2(eps, q, sigma, direction)
+    b = pld.pld_delta_bounds([(SubsampledGaussian(sigma, q), 2)], eps, direction)
+    assert ref <= b.upper <= ref * (1 + 2e-6), (float(ref), b.upper)
+    assert b.lower <= ref
+
+
+def _sg_x_cells(edges, q, sigma, direction):
+    """(P, Q) masses of the loss cells of the subsampled Gaussian by mpmath (x-space normal CDFs)."""
+    mu, qq = mp.mpf(1) / sigma, mp.mpf(q)
+    l1q = mp.log1p(-qq)
+
+    def xinv(l_):
+        return (mp.log(mp.expm1(l_ - l1q)) + l1q - mp.log(qq)) / mu + mu / 2
+
+    def mix(a, b):
+        return (1 - qq) * (mp.ncdf(b) - mp.ncdf(a)) + qq * (mp.ncdf(b - mu) - mp.ncdf(a - mu))
+
+    def std(a, b):
+        return mp.ncdf(b) - mp.ncdf(a)
+
+    out = []
+    for a, b in zip(edges[:-1], edges[1:], strict=True):
+        if direction == "remove":
+            xa, xb = (xinv(mp.mpf(v)) if v > l1q else -mp.inf for v in (a, b))
+            out.append((mix(xa, xb), std(xa, xb)))
+        elif -a <= l1q:  # L = -ell(x) in (a, b]  <=>  ell(x) in [-b, -a); ell > log(1 - q)
+            out.append((mp.mpf(0), mp.mpf(0)))
+        else:
+            xa = xinv(-mp.mpf(b)) if -b > l1q else -mp.inf
+            xb = xinv(-mp.mpf(a))
+            out.append((std(xa, xb), mix(xa, xb)))
+    return out
+
+
+@pytest.mark.parametrize("direction", ["remove", "add"])
+def test_q_masses_and_dots_split_match_mpmath(direction):
+    from conversions.pld_grid import _split_from_q
+
+    mp.mp.dps = 30
+    q, sigma, step = 1e-3, 0.8, 2.0**-14
+    m = SubsampledGaussian(sigma, q)
+    lo = -0.0009 if direction == "remove" else -2.0
+    edges = np.arange(math.floor(lo / step), math.floor(lo / step) + 40, dtype=float) * step
+    edges = np.concatenate([edges, np.arange(8192, 8202, dtype=float) * step])  # L near 0.5
+    pm, perr, qm, qerr = m.pld_cells_and_q_masses(edges, direction)
+    assert np.array_equal(qm, m.pld_cell_q_masses(edges, direction)[0])
+    pi = _split_from_q(pm, perr, qm, qerr, edges, step)
+    ref = _sg_x_cells(edges, q, sigma, direction)
+    for i in range(1, edges.size):
+        if edges[i] - edges[i - 1] != step:
+            continue
+        p_ref, q_ref = ref[i - 1]
+        assert abs(pm[i] - p_ref) <= perr[i] and abs(qm[i] - q_ref) <= qerr[i], i
+        if p_ref > 0:
+            # the exact split: E_P[1 - e^{a - L} | cell] / (1 - e^{-Delta}) = (1 - e^a Q / P) / (...)
+            a = mp.mpf(edges[i - 1])
+            pi_ref = (1 - mp.e**a * q_ref / p_ref) / -mp.expm1(-mp.mpf(step))
+            # (slack: the masses' float error over the cell's 1 - e^{-Delta}; 2e-5 near L = 0.5)
+            assert pi_ref <= pi[i] <= pi_ref + 1e-4, (i, pi[i], float(pi_ref))
+    assert pi[0] == 1.0
 
 
 def _eps_single(delta, q, sigma):
