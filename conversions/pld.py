@@ -26,22 +26,20 @@ e_i = (lo_j + i) Delta, i = 0..n_j - 1, get their exact masses from ``pld_cell_m
   and the composed kept measure differs from the composed U0 (all finite cells) by at most the hybrid
   bound below with the cell-0 masses (``corr0``).
 
-Nearest-point rounding with a certified mean (used instead when every mechanism implements
-``pld_cell_offsets`` and 1.45 sqrt(T log(1/beta)) < T; in the spirit of the mean-preserving randomised
-rounding of Gopi, Lee & Wutschitz 2021, but deterministic, so the lattice law is exactly a vector of cell
-masses).  The cells are re-cut at the midpoints y_j + Delta/2 and every cell goes to its lattice point
-(cell 0 (-inf, y_0] -> y_0; the top and L = inf excluded as above), so D = Y - L lies, given its cell, in
-an interval of length <= Delta, and its conditional mean b_j = (y - E_{j-1}) - r_j d_j is bracketed by
-certified bounds on the conditional offset r_j = E[L - E_{j-1} | cell j] / d_j (``pld_cell_offsets``:
-second order in Delta for smooth losses).  With S_Y = S + sum D:
-    delta(eps) <= P(top or inf) + E[f_{eps - eta_up}(S_Y); finite] + P(sum D < -eta_up; finite),
-    delta(eps) >= p_inf + E[f_{eps + eta_lo}(S_Y); cells 1..] - P(sum D > eta_lo; cells 1..)
-(f_eps non-decreasing, 0 <= f <= 1).  The tails by Chernoff with Hoeffding's lemma per cell
-(``_rr_log_tail``): log E e^{lam D} <= lam mu + lam^2 (Delta^2/8 + e^{|lam| Delta} V2/2), mu and V2
-bounds on the mean and second moment of the cell biases.  eta_up, eta_lo make both tails
-<= beta = 0.1 rtol delta_ref, so the loss bracket is ~ Delta sqrt(2 T log(1/beta)) + T |mean bias| instead
-of T Delta.  Only bias bounds enter (in loss units): an error in the offsets never becomes a mass
-(total-variation) error multiplied by T.
+The lower end at sqrt(T) cost (used when every mechanism bounds its splits from both sides, by
+Q-masses or cell offsets, and 0.75 sqrt(T log(1/beta)) < T; in the spirit of the mean-preserving
+randomised rounding of Gopi, Lee & Wutschitz 2021, here for the split itself).  With D = Y_up - L,
+S_up = S + sum D, and on the kept cells f_eps(S) >= f_{eps + eta}(S_up) where sum D <= eta:
+    delta(eps) >= p_inf + E[f_{eps + eta}(S_up); cells 1..] - P(sum D > eta; cells 1..)
+(0 <= f <= 1).  Given L, D takes two values Delta apart with a conditional mean b(L) in [0, Delta]
+that is second order in Delta (``pld_grid._bias_moments``), so Chernoff with Hoeffding's lemma
+(``_lo_log_tail``: log E e^{lam D} <= lam mu + lam^2 (Delta^2/8 + e^{|lam| Delta} V2/2), mu and V2
+bounds on the mean and second moment of b) makes the tail <= beta = 0.1 rtol delta_ref at
+eta ~ Delta sqrt(T log(1/beta) / 2) + T mean bias; the lower end uses min(eta, T Delta).  Only bias
+bounds enter (in loss units): an error in the split never becomes a mass error multiplied by T.
+(This replaced a nearest-point rounding with a certified mean, which needed a Chernoff bound on both
+ends, ~ Delta sqrt(2 T log(1/beta)) in all: the same grid now gives half the bracket and an upper end
+exact to second order.)
 
 Tilting and FFT.  With theta > 0 near the saddle point of the query, every step vector is tilted:
 x_i = m_i e^{theta y_i} / M_j (M_j = sum_i m_i e^{theta y_i}), so the composed measure is
@@ -83,7 +81,7 @@ from mechanisms.base import check_direction
 
 from .contour import DeltaBounds, EpsilonBounds
 from .contour_terms import query_clock, time_left
-from .pld_eval import _Evaluator, _rr_available, _run, _solve
+from .pld_eval import _Evaluator, _run, _solve, _split_known
 from .pld_grid import (
     DEFAULT_MAX_POINTS,
     _check_entries,
@@ -156,7 +154,7 @@ def _chernoff_delta(curve, eps: float) -> tuple[float, float]:
 def _details(ev: _Evaluator, passes: int) -> dict:
     c = ev.c
     return {"route": "pld", "grid_step": c.step, "fft_points": c.n, "theta": c.theta,
-            "width_loss": ev.shift_lo + c.shift_up, "rounding": "mean" if c.shift_up > 0 else "up",
+            "width_loss": ev.shift_lo, "lower_shift": "T Delta" if math.isnan(c.shift_lo) else "chernoff",
             "err_model": c.c_model, "err_fft": c.c_fft,
             "log_junk_hi": c.log_junk_hi, "log_junk_lo": c.log_junk_lo,
             "log_damp": c.log_damp, "err_cell0": c.c_cell0, "p_inf_upper": c.p_inf_up,
@@ -235,7 +233,7 @@ def _growth(ev: _Evaluator, old_width: float, new_width: float, ranges,
 
 def _extra(ev: _Evaluator, lo: float, up: float) -> float:
     """The part of a pass's eps bracket [lo, up] not due to the rounding shifts (the error terms)."""
-    return max((up - lo) - (ev.shift_lo + ev.c.shift_up), 0.0) if math.isfinite(up) else math.inf
+    return max((up - lo) - ev.shift_lo, 0.0) if math.isfinite(up) else math.inf
 
 
 def _grid_entries(ents, direction: str, eps_max: float, rtol: float, delta_ref: float, theta_ref: float):
@@ -492,8 +490,8 @@ def pld_cost(entries, direction: str = "remove", rtol: float = 1e-3, eps_hint: f
     if eps_hint is None:
         eps_hint = eps_ch
     tot = sum(k for _, k in ents)
-    div = 1.45 * math.sqrt(tot * -math.log(1e-6 * rtol))  # mean-preserving rounding at delta ~ 1e-5
-    if div >= tot or not _rr_available(ents, direction):
+    div = 0.75 * math.sqrt(tot * -math.log(1e-6 * rtol))  # the Chernoff lower end at delta ~ 1e-5
+    if div >= tot or not _split_known(ents, direction):
         div = tot
     step = _lattice_step(0.9 * max(rtol * eps_hint, 0.1 * rtol) / div)
     ranges = _ranges(ents, direction, rtol, 1e-5, 0.5 * c_hint)

@@ -13,7 +13,7 @@ from numba import njit
 
 from .contour_terms import query_clock
 from .pld_fft import _compose, _Composed, _scaled
-from .pld_grid import U, _plan, _rr_eta
+from .pld_grid import U, _lo_eta, _plan
 from .pld_tilt import _blocks, _saddle, _sp_epsilon
 
 
@@ -119,20 +119,18 @@ class _Evaluator:
 
     def upper(self, eps: float) -> float:
         c = self.c
-        if c.shift_up > 0:  # mean-preserving rounding: delta <= delta_Y(eps - eta) + beta
-            eps = math.nextafter(eps - c.shift_up, -math.inf)
         if eps < self.lo_ok:  # mass below the window could lie above eps: nothing certified here
             return 1.0
         core, rnd = self._core(eps, True)
         err = _scaled(self._scale(eps), c.c_model + c.c_fft)  # (tilted l1 errors in delta units)
         out = math.exp(c.log_out_up) if c.log_out_up > -math.inf else 0.0
-        up = c.p_inf_up + max(core, 0.0) + rnd + err + out + c.beta_up
+        up = c.p_inf_up + max(core, 0.0) + rnd + err + out
         return min(1.0, up * (1 + 1e-12) + 1e-300)
 
     def lower(self, eps: float) -> float:
         c = self.c
-        # round-up cells: the lower coupling is the same vector shifted by T Delta; mean-preserving
-        # rounding: delta >= delta_Y(eps + eta) - beta.  Round the sum up.
+        # the lower coupling is the same vector shifted by T Delta, or (Chernoff bound of the split's
+        # deviations, ``pld_grid._lo_log_tail``) delta >= delta_Y(eps + eta) - beta.  Round the sum up.
         e2 = math.nextafter(eps + self.shift_lo, math.inf)
         floor = -math.expm1(eps) if eps < 0 else 0.0
         if e2 < self.lo_ok:
@@ -164,7 +162,7 @@ def _solve(ev: _Evaluator, delta: float) -> tuple[float, float]:
     e^{-theta eps} at small eps), so a grid of 128 points is scanned for the largest such point, then
     refined by bisection towards the next grid point.  Both functions cost O(log N) per call.
     """
-    lo_ok = max(ev.lo_ok + ev.c.shift_up * (1 + 1e-12) + 1e-14 * (1 + abs(ev.lo_ok)), 0.0)
+    lo_ok = max(ev.lo_ok + 1e-14 * (1 + abs(ev.lo_ok)), 0.0)
     return _solve_between(ev.upper, ev.lower, delta, lo_ok, ev.hi_ok - ev.shift_lo)
 
 
@@ -217,47 +215,39 @@ def _bisect(f, a: float, b: float, want_right: bool) -> float:
 
 
 def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, delta_ref, theta_fb,
-         delta_sp=None, deadline=None):
+         delta_sp=None, deadline=None, scale=1.0):
     """One composition: grid, tilt (saddle at eps_tilt, or the Chernoff order theta_fb when eps_tilt is
     None or beyond the support), window from a_loss up.  With ``delta_sp``, the tilt point is the
     saddle-point estimate of eps(delta_sp) from this grid when there is one (``_sp_epsilon``).  With a
     ``deadline`` (a ``query_clock()`` value), None once it has passed after a grid is built (a pass can
-    rebuild its grid up to eight times: the mean-preserving rounding's refinement, a window too long);
-    the caller keeps the bracket it has."""
+    rebuild its grid up to eight times: the Chernoff lower end's refinement, a window too long);
+    the caller keeps the bracket it has.  ``scale``: the factor the caller multiplies this delta by
+    (the split's binomial coefficients): the lower end's Chernoff term beta is divided by it."""
 
     def late() -> bool:
         return deadline is not None and query_clock() > deadline
 
     log_dref = math.log(max(delta_ref, 1e-300))
-    # mean-preserving rounding when every mechanism bounds its cell offsets and sqrt(T) beats T
+    # the lower end by the Chernoff bound of the split's deviations when every mechanism bounds its
+    # splits from both sides and sqrt(T) beats T (eta_lo ~ Delta sqrt(T log(1/beta) / 2))
     tot = sum(k for _, k in entries)
-    log_beta = math.log(max(delta_ref, 1e-300) * rtol * 0.1)
-    div_rr = 1.45 * math.sqrt(tot * -log_beta)  # eta_up + eta_lo ~ Delta sqrt(2 T log(1/beta))
-    rr = div_rr < tot and _rr_available(entries, direction)
-    a_req = a_loss
+    log_beta = math.log(max(delta_ref, 1e-300) * rtol * 0.1) - math.log(scale)
+    div = min(float(tot), 0.75 * math.sqrt(tot * -log_beta)) if _split_known(entries, direction) else None
     t_compose = 0.0  # time in the composition (FFT) proper; the rest (cells, tilt) scales with the grid
     t_start = query_clock()
     for attempt in range(4):
-        plan = _plan(entries, direction, width, ranges, max_points, div_rr if rr else None, rr)
+        plan = _plan(entries, direction, width, ranges, max_points, div)
         if late():
             return None
-        if rr and not plan.capped:
-            # the cell biases (T x mean bias, second order in Delta) can dominate the shifts when the
-            # loss is strongly curved: refine Delta once, or fall back to round-up cells (T Delta)
-            tot_eta = (_rr_eta(plan.steps, plan.step, log_beta, True)
-                       + _rr_eta(plan.steps, plan.step, log_beta, False))
-            if tot_eta > 1.2 * width:
-                div2 = div_rr * tot_eta / (0.9 * width)
-                if div2 < tot:
-                    div_rr = div2
-                    plan = _plan(entries, direction, width, ranges, max_points, div_rr, rr)
-                else:
-                    rr = False
-                    plan = _plan(entries, direction, width, ranges, max_points)
+        if div is not None and div < tot and not plan.capped:
+            # the split's biases (second order in Delta) can dominate eta when the loss is strongly
+            # curved: refine Delta once (at most to the shift T Delta)
+            eta = _lo_eta(plan.steps, plan.step, log_beta)
+            if eta > 1.2 * width:
+                div = min(div * eta / (0.9 * width), float(tot))
+                plan = _plan(entries, direction, width, ranges, max_points, div)
                 if late():
                     return None
-        if rr:  # the upper bound is evaluated at eps - eta (eta ~ Delta div / 2): widen the window
-            a_loss = a_req - plan.step * div_rr
         blocks_list = [_blocks(st, plan.step) for st in plan.steps]
         theta, ref = math.nan, a_loss
         sp = _sp_epsilon(blocks_list, [st.k for st in plan.steps], delta_sp) if delta_sp else math.nan
@@ -291,12 +281,9 @@ def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, 
         t_compose += query_clock() - t0
         if isinstance(comp, _Composed):
             comp = dataclasses.replace(comp, capped=comp.capped or attempt > 0)
-            if rr:
-                eta_up = _rr_eta(plan.steps, plan.step, log_beta, True)
-                eta_lo = _rr_eta(plan.steps, plan.step, log_beta, False)
-                beta = math.exp(log_beta) * (1 + 1e-12)
-                comp = dataclasses.replace(comp, shift_up=eta_up, shift_lo=eta_lo, beta_up=beta,
-                                           beta_lo=beta)
+            eta = _lo_eta(plan.steps, plan.step, log_beta)
+            if eta < tot * plan.step:
+                comp = dataclasses.replace(comp, shift_lo=eta, beta_lo=math.exp(log_beta) * (1 + 1e-12))
             ev = _Evaluator(comp, ref)
             ev.blocks, ev.ks, ev.sp = blocks_list, [st.k for st in plan.steps], sp
             ev.t_grid = max(query_clock() - t_start - t_compose, 0.0)  # (the _Clock's grid part)
@@ -305,11 +292,15 @@ def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, 
     raise AssertionError("unreachable")
 
 
-def _rr_available(entries, direction: str) -> bool:
+def _split_known(entries, direction: str) -> bool:
+    """Every mechanism bounds its cells' splits from both sides (Q-masses or cell offsets)."""
     for m, _ in entries:
         try:
+            fn = getattr(m, "pld_cell_q_masses", None)
+            if fn is not None and fn(np.array([0.0, 1.0]), direction) is not None:
+                continue
             if m.pld_cell_offsets(np.array([0.0, 1.0]), direction) is None:
                 return False
-        except Exception:  # noqa: BLE001 - no usable offsets: round-up cells instead
+        except Exception:  # noqa: BLE001 - no usable split bounds: the shift T Delta instead
             return False
     return True

@@ -65,10 +65,8 @@ class _Composed:
     c_cell0: float  # tilted l1 mass of the terms with a cell-0 factor (lower only)
     n: int
     capped: bool
-    # evaluation shifts: upper at eps - shift_up (+ beta_up), lower at eps + shift_lo (- beta_lo)
-    shift_up: float = 0.0
-    shift_lo: float = math.nan  # nan: T Delta (round-up cells)
-    beta_up: float = 0.0
+    # the lower end is evaluated at eps + shift_lo (- beta_lo): nan: T Delta; else the Chernoff eta
+    shift_lo: float = math.nan
     beta_lo: float = 0.0
 
 

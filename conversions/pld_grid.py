@@ -181,41 +181,54 @@ class _Step:
     top: float
     top_err: float
     m0: float = 0.0  # cell-0 mass + its error bound (the lower bound drops cell 0)
-    # mean-preserving rounding (None: round-up cells): conditional means of D = Y - L per step, in loss
-    # units -- upper: lower bound over cells 0..n-1 (cell 0 as min(D, Delta)); lower: upper bound over
-    # cells 1..n-1; and bounds on the conditional second moments of the cell biases
-    rr: tuple | None = None
+    # bounds (mu, v2) on the mean and the second moment of the conditional bias b(L) = E[Y - L | L] of
+    # the split (loss units, cells 1..n-1): the Chernoff bound of the lower end (``_lo_log_tail``);
+    # None where the split is not known from both sides
+    lo_tail: tuple | None = None
 
     @property
     def n(self) -> int:
         return self.m.size
 
 
-def _make_step(mech: Mechanism, k: int, direction: str, step: float, lo: float, hi: float,
-               rr: bool = False) -> _Step:
+def _make_step(mech: Mechanism, k: int, direction: str, step: float, lo: float, hi: float) -> _Step:
+    """Round-up cells on the lattice edges, each split between its two ends (:func:`_dots_vector`) by
+    the cell's Q-mass (optional hook ``pld_cell_q_masses``) or else its offset bounds
+    (``pld_cell_offsets``); whole cells up when the mechanism offers neither."""
     i_lo = math.floor(lo / step)
     i_hi = max(math.ceil(hi / step), i_lo + 1)
-    if rr:  # rounding to the nearest lattice point: edges y_0, then y_j + Delta/2 (exact floats)
-        n = i_hi - i_lo + 1
-        edges = np.empty(n + 1)
-        edges[0] = i_lo * step
-        edges[1:] = (i_lo + np.arange(n) + 0.5) * step
-    else:
-        edges = np.arange(i_lo, i_hi + 1, dtype=float) * step
-    if not rr:
-        return _dots_step(mech, k, direction, step, i_lo, edges)
-    both = getattr(mech, "pld_cells_and_offsets", None)
+    edges = np.arange(i_lo, i_hi + 1, dtype=float) * step
+    both = getattr(mech, "pld_cells_and_q_masses", None)
     both = both(edges, direction) if both is not None else None
     if both is not None:
         m, err = _check_masses(mech, edges, both[0], both[1])
+        qm = both[2:]
     else:
         m, err = _masses(mech, edges, direction)
+        qm = getattr(mech, "pld_cell_q_masses", None)
+        qm = qm(edges, direction) if qm is not None else None
+    pi = pi_lo = u_lo = None
+    n = m.size - 1
+    if qm is not None:
+        mq, err_q = _check_masses(mech, edges, *qm)
+        pi, pi_lo = _split_from_q(m, err, mq, err_q, edges, step)
+        # E[u | cell] >= E[1 - e^{-u} | cell] = pi (1 - e^{-Delta}) (u = L - a), in units of Delta
+        u_lo = pi_lo * (-math.expm1(-step) / step * (1.0 - 4.0 * U))
+    if pi is None or float(np.sum(m[1:n] * (pi - pi_lo)[1:])) > 1e-3 * float(np.sum(m[1:n])):
+        # no Q-masses, or cells too narrow for them (their float error over 1 - e^{-Delta}: q = 1e-6):
+        # the offset bounds, alone or cell by cell with the Q-masses' where tighter
+        off = mech.pld_cell_offsets(edges, direction)
+        if off is not None:
+            rlo, rhi = _check_offsets(mech, m, off)
+            # pi >= E[u] / Delta (1 - e^{-u} >= u (1 - e^{-Delta}) / Delta on [0, Delta])
+            pi_o, lo_o = _split_from_offsets(rhi, step), rlo[:n]
+            pi = pi_o if pi is None else np.minimum(pi, pi_o)
+            pi_lo = lo_o if pi_lo is None else np.minimum(np.maximum(pi_lo, lo_o), pi)
+            u_lo = lo_o if u_lo is None else np.maximum(u_lo, lo_o)
     e0, e_top = _end_errors(err)
-    off = both[2:] if both is not None else mech.pld_cell_offsets(edges, direction)
-    if off is None:
-        raise ValueError(f"{mech.describe()} has no cell offsets (pld_cell_offsets returned None)")
-    rlo, rhi = _check_offsets(mech, m, off)
-    return _rounded_step(k, mech.infinite_loss_mass, i_lo, edges, m, err, rlo, rhi, step, e0, e_top)
+    v, verr = _dots_vector(m, err, pi)
+    tail = None if pi is None else _bias_moments(m, err, pi, pi_lo, u_lo, step)
+    return _Step(k, mech.infinite_loss_mass, i_lo, v, verr, float(m[-1]), e_top, float(m[0]) + e0, tail)
 
 
 def _end_errors(err) -> tuple[float, float]:
@@ -231,31 +244,6 @@ def _check_offsets(mech: Mechanism, m: np.ndarray, off):
     return rlo, rhi
 
 
-def _dots_step(mech: Mechanism, k: int, direction: str, step: float, i_lo: int,
-               edges: np.ndarray) -> _Step:
-    """Round-up cells on the lattice edges, each split between its two ends (:func:`_dots_vector`) by
-    the cell's Q-mass (``pld_cell_q_masses``) or else its offset bounds (``pld_cell_offsets``); whole
-    cells up when the mechanism offers neither."""
-    both = getattr(mech, "pld_cells_and_q_masses", None)
-    both = both(edges, direction) if both is not None else None
-    if both is not None:
-        m, err = _check_masses(mech, edges, both[0], both[1])
-        qm = both[2:]
-    else:
-        m, err = _masses(mech, edges, direction)
-        qm = getattr(mech, "pld_cell_q_masses", None)
-        qm = qm(edges, direction) if qm is not None else None
-    if qm is not None:
-        mq, err_q = _check_masses(mech, edges, *qm)
-        pi = _split_from_q(m, err, mq, err_q, edges, step)
-    else:
-        off = mech.pld_cell_offsets(edges, direction)
-        pi = None if off is None else _split_from_offsets(_check_offsets(mech, m, off)[1], step)
-    e0, e_top = _end_errors(err)
-    v, verr = _dots_vector(m, err, pi)
-    return _Step(k, mech.infinite_loss_mass, i_lo, v, verr, float(m[-1]), e_top, float(m[0]) + e0)
-
-
 def _split_from_offsets(rhi: np.ndarray, step: float) -> np.ndarray:
     """pi_i >= (1 - e^{-r_i Delta}) / (1 - e^{-Delta}) for r_i <= rhi_i (cells 1..n-1; cell 0: 1)."""
     n = rhi.size - 1
@@ -265,23 +253,26 @@ def _split_from_offsets(rhi: np.ndarray, step: float) -> np.ndarray:
     return np.where(np.isfinite(pi), pi, 1.0)
 
 
-def _split_from_q(m: np.ndarray, err, mq: np.ndarray, err_q, edges: np.ndarray, step: float) -> np.ndarray:
-    """pi_i >= E[1 - e^{a_i - L} | cell i] / (1 - e^{-Delta}) from the cell's P- and Q-masses:
-    E_P[e^{a - L}; cell] = e^a Q(cell), so pi_i = (1 - e^{a_i} Q_i / P_i) / (1 - e^{-Delta}); Q_i from below
-    and P_i from above by their error bounds, the float operations by 16 u absolute in the numerator
+def _split_from_q(m: np.ndarray, err, mq: np.ndarray, err_q, edges: np.ndarray, step: float):
+    """Bounds (pi_hi, pi_lo) on pi_i = E[1 - e^{a_i - L} | cell i] / (1 - e^{-Delta}) from the cell's P-
+    and Q-masses: E_P[e^{a - L}; cell] = e^a Q(cell), so pi_i = (1 - e^{a_i} Q_i / P_i) / (1 - e^{-Delta});
+    the masses' error bounds taken on each side, the float operations by 16 u absolute in the numerator
     (e^{a} Q / P <= 1 up to the errors), the division by 4 u relative.  Cells 1..n-1; cell 0 (and any
-    cell without P-mass): 1."""
+    cell without P-mass): pi_hi = 1, pi_lo = 0."""
     n = m.size - 1
-    pi = np.ones(n)
+    pi, pi_lo = np.ones(n), np.zeros(n)
     m_c, mq_c = m[1:n], mq[1:n]
     e_c = err[1:n] if np.ndim(err) else float(err)
     eq_c = err_q[1:n] if np.ndim(err_q) else float(err_q)
+    ea = np.exp(edges[: n - 1])
+    den = -math.expm1(-step)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        ratio = np.maximum(mq_c - eq_c, 0.0) / (m_c + e_c)
-        num = 1.0 - np.exp(edges[: n - 1]) * ratio + 16.0 * U
-        p = num / -math.expm1(-step) * (1.0 + 4.0 * U)
-    pi[1:] = np.where((m_c > 0) & np.isfinite(p), np.clip(p, 0.0, 1.0), 1.0)
-    return pi
+        hi = (1.0 - ea * (np.maximum(mq_c - eq_c, 0.0) / (m_c + e_c)) + 16.0 * U) / den * (1.0 + 4.0 * U)
+        lo = (1.0 - ea * ((mq_c + eq_c) / (m_c - e_c)) - 16.0 * U) / den * (1.0 - 4.0 * U)
+    ok = m_c > 0
+    pi[1:] = np.where(ok & np.isfinite(hi), np.clip(hi, 0.0, 1.0), 1.0)
+    pi_lo[1:] = np.where(ok & (m_c > e_c) & np.isfinite(lo), np.clip(lo, 0.0, 1.0), 0.0)
+    return pi, np.minimum(pi_lo, pi)
 
 
 def _dots_vector(m: np.ndarray, err, pi: np.ndarray | None):
@@ -313,70 +304,50 @@ def _dots_vector(m: np.ndarray, err, pi: np.ndarray | None):
     return v, verr + 4.0 * U * v
 
 
-def _rounded_step(k, p_inf, i_lo, edges, m, err, rlo, rhi, step, e0, e_top) -> _Step:
-    """Rounding to the nearest lattice point (see ``_rr_log_tail``).
+def _bias_moments(m: np.ndarray, err, pi: np.ndarray, pi_lo: np.ndarray, u_lo: np.ndarray,
+                  step: float) -> tuple | None:
+    """(mu, v2): bounds on E[b] and E[b^2] of the split's conditional bias b(L) = E[Y - L | L] under the
+    law of L given cells 1..n-1 (loss units), for the Chernoff bound of the lower end.
 
-    Lattice y_j = (i_lo + j) Delta, j = 0..n-1; edges E_0 = y_0, E_j = y_{j-1} + Delta/2 (j = 1..n).  Cell 0
-    (-inf, y_0] and cell 1 (y_0, y_0 + Delta/2] go to y_0, cell j >= 2 to y_{j-1}; the top cell is excluded
-    (upper: +inf, lower: dropped).  Inside cell j (>= 1) D = Y - L lies in an interval of length
-    d_j <= Delta and its conditional mean b_j = (Y_j - E_{j-1}) - r_j d_j is bracketed by the offset bounds
-    r_j in [rlo_j, rhi_j].  Cell 0 has D >= 0 (upper bound only; truncated to [0, Delta/2]).
+    A coupling with the law of the split: given L = a + u in cell i, Y = b with probability
+    rho(L) = p(u) + c_i (1 - p(u)) / (1 - pi_i), p(u) = (1 - e^{-u}) / (1 - e^{-Delta}) (the exact
+    split), c_i = pi'_i - pi_i >= 0 (pi_i = E[p | cell], pi'_i the split used): rho in [p, 1] has cell
+    mean pi'_i.  So b = rho Delta - u >= p Delta - u >= 0, b <= Delta, and
+    b <= Delta (max_u (p(u) - u / Delta) + c_i / (1 - pi_i)) <= Delta (Delta^2 / (8 (1 - e^{-Delta}))
+    + (pi'_i - pi_lo_i) / (1 - pi'_i)) (the max of a function vanishing at both ends, by its second
+    derivative); E[b | cell] = pi'_i Delta - E[u | cell] <= (pi'_i - u_lo_i) Delta; E b^2 <= max b x E b.
     """
-    n = m.size - 2
-    v = m[1:n + 1].copy()
-    v[0] += m[0]
-    if np.ndim(err) == 0:
-        verr = float(err) + 4.0 * U * float(np.sum(v))
-        tot_err = float(err)
-    else:
-        verr = err[1:n + 1] + 4.0 * U * v
-        verr[0] += err[0]
-        tot_err = float(np.sum(err[:-1]))
-    d = np.diff(edges) / step  # cell widths in units of Delta (1/2 for cell 1, else 1)
-    tgt = np.empty(n)  # Y - E_{j-1} for cells j = 1..n, in units of Delta
-    tgt[0] = 0.0
-    tgt[1:] = 0.5
-    b_lo = tgt - rhi[1:n + 1] * d  # cell biases, units of Delta, cells 1..n
-    b_hi = tgt - rlo[1:n + 1] * d
-    b2 = np.maximum(b_lo * b_lo, b_hi * b_hi)
-    w = m[1:n + 1]
+    n = m.size - 1
+    w = m[1:n]
     sw = float(np.sum(w))
-    f1_lo = sw * (1 - 2 * n * U) - tot_err  # bounds on the true mass of cells 1..n
-    f1_hi = sw * (1 + 2 * n * U) + tot_err
-    f0_lo = f1_lo + float(m[0]) * (1 - 2 * U)  # ... and of cells 0..n
-    f0_hi = f1_hi + float(m[0]) * (1 + 2 * U)
-    if f1_lo <= 0:
-        raise ValueError("pld: no mass on the finite cells")
-    # numerators: the masses are known to tot_err in l1 and |b| <= 1/2; float sums add n u sum|w b|
+    tot_err = float(np.sum(err[1:n])) if np.ndim(err) else float(err)
+    f1_lo = sw * (1 - 2 * n * U) - tot_err  # the true mass of cells 1..n-1, from below
+    if not f1_lo > 0:
+        return None
+    b1 = np.maximum(pi[1:] - u_lo[1:n], 0.0)  # <= 1
+    g = step * step / (8.0 * -math.expm1(-step)) * (1 + 1e-9)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bmax = np.minimum(g + (pi[1:] - pi_lo[1:n]) / (1.0 - pi[1:]), 1.0)
+    bmax = np.where(np.isfinite(bmax), bmax, 1.0)
+    # the masses are known to tot_err in l1 (and both factors are <= 1); float sums add n u sum
     rnd = 2 * n * U * sw
-    num_up = float(np.sum(w * b_lo)) - tot_err - rnd  # cell 0 adds E[min(D, Delta/2)] >= 0
-    num_lo = float(np.sum(w * b_hi)) + tot_err + rnd
-    s_b2 = float(np.sum(w * b2)) + tot_err + rnd
-    mu_up = num_up / (f0_lo if num_up < 0 else f0_hi)
-    mu_lo = num_lo / (f1_lo if num_lo > 0 else f1_hi)
-    v2_up = (s_b2 + 0.25 * (float(m[0]) + e0)) / f0_lo
-    v2_lo = s_b2 / f1_lo
-    rr = (mu_up * step, v2_up * step * step, mu_lo * step, v2_lo * step * step)
-    return _Step(k, p_inf, i_lo, v, verr, float(m[-1]), e_top, float(m[0]) + e0, rr)
+    mu = (float(np.sum(w * b1)) + tot_err + rnd) / f1_lo
+    v2 = (float(np.sum(w * (bmax * b1))) + tot_err + rnd) / f1_lo
+    return mu * step * (1 + 4 * U), v2 * step * step * (1 + 4 * U)
 
 
-def _rr_log_tail(steps, step: float, eta: float, upper: bool) -> float:
-    """log of a bound on P(sum_j D_j < -eta) (upper) or P(sum_j D_j > eta) (lower), D = Y - L.
+def _lo_log_tail(steps, step: float, eta: float) -> float:
+    """log of a bound on P(sum_j D_j > eta) for D = Y - L of the split, under the laws given cells 1..n-1.
 
-    Given its cell i, D = Y - L lies in an interval of length <= Delta (nearest rounding), so Hoeffding's
-    lemma gives E[e^{lam D} | i] <= e^{lam b_i + lam^2 Delta^2 / 8}, and with |b_i| <= Delta,
-    sum_i m_i e^{lam b_i} <= exp(lam mu + lam^2 e^{|lam| Delta} V2 / 2) (mu = E b_I, V2 >= E b_I^2; from
-    e^x <= 1 + x + x^2 e^{|x|} / 2).  Chernoff over the T independent steps (conditional laws on the kept
-    cells): for lam > 0,
-        log P <= -lam (eta +- sum_j k_j mu_j) + lam^2 sum_j k_j (Delta^2/8 + e^{lam Delta} V2_j / 2),
-    minimised over a few lam (each lam gives a valid bound).  Cell 0 (upper) uses min(D, Delta/2) <= D.
+    Given L, D takes two values Delta apart with mean b(L), so Hoeffding's lemma gives
+    E[e^{lam D} | L] <= e^{lam b(L) + lam^2 Delta^2 / 8}, and with 0 <= b <= Delta (``_bias_moments``),
+    E e^{lam b} <= exp(lam mu + lam^2 e^{lam Delta} V2 / 2) (from e^x <= 1 + x + x^2 e^{|x|} / 2).  Chernoff
+    over the T independent steps: for lam > 0,
+        log P <= -lam (eta - sum_j k_j mu_j) + lam^2 sum_j k_j (Delta^2/8 + e^{lam Delta} V2_j / 2),
+    minimised over a few lam (each lam gives a valid bound).
     """
-    if upper:
-        t = eta + sum(st.k * st.rr[0] for st in steps)
-        b = sum(st.k * st.rr[1] for st in steps) / 2.0
-    else:
-        t = eta - sum(st.k * st.rr[2] for st in steps)
-        b = sum(st.k * st.rr[3] for st in steps) / 2.0
+    t = eta - sum(st.k * st.lo_tail[0] for st in steps)
+    b = sum(st.k * st.lo_tail[1] for st in steps) / 2.0
     if t <= 0:
         return 0.0
     a = sum(st.k for st in steps) * step * step / 8.0
@@ -388,19 +359,17 @@ def _rr_log_tail(steps, step: float, eta: float, upper: bool) -> float:
     return best * (1 - 1e-12)
 
 
-def _rr_eta(steps, step: float, log_beta: float, upper: bool) -> float:
-    """Smallest eta (on a 1% ladder) with ``_rr_log_tail`` <= log_beta."""
-    if upper:
-        m = sum(st.k * st.rr[0] for st in steps)
-        b = sum(st.k * st.rr[1] for st in steps) / 2.0
-    else:
-        m = -sum(st.k * st.rr[2] for st in steps)
-        b = sum(st.k * st.rr[3] for st in steps) / 2.0
+def _lo_eta(steps, step: float, log_beta: float) -> float:
+    """Smallest eta (on a 1% ladder) with ``_lo_log_tail`` <= log_beta; inf without the bias bounds."""
+    if any(st.lo_tail is None for st in steps):
+        return math.inf
+    m = -sum(st.k * st.lo_tail[0] for st in steps)
+    b = sum(st.k * st.lo_tail[1] for st in steps) / 2.0
     a = sum(st.k for st in steps) * step * step / 8.0
     t = math.sqrt(4.0 * (a + b) * -log_beta)
     eta = max(t - m, 0.0)
     for _ in range(200):
-        if _rr_log_tail(steps, step, eta, upper) <= log_beta:
+        if _lo_log_tail(steps, step, eta) <= log_beta:
             return eta
         eta = eta * 1.01 + 1e-3 * step
     return math.inf
@@ -412,7 +381,6 @@ class _Plan:
     step: float
     steps: tuple
     capped: bool
-    rr: bool = False
 
 
 def _ranges(entries, direction, rtol, delta_ref, theta_ref):
@@ -422,10 +390,10 @@ def _ranges(entries, direction, rtol, delta_ref, theta_ref):
     return [_probe_range(m, direction, theta_ref, tgt_lo, tgt_hi) for m, _ in entries]
 
 
-def _plan(entries, direction: str, width: float, ranges, max_points: int, div: float | None = None,
-          rr: bool = False) -> _Plan:
-    """Grid step Delta = width / div (div = T for round-up cells, ~2 sqrt(T log(1/beta)) for the
-    mean-preserving rounding; rounded down to c 2^e) and the per-entry vectors; the cap raises Delta."""
+def _plan(entries, direction: str, width: float, ranges, max_points: int, div: float | None = None) -> _Plan:
+    """Grid step Delta = width / div (div = T for the shift T Delta of the lower end, ~0.75
+    sqrt(T log(1/beta)) where its Chernoff bound applies; rounded down to c 2^e) and the per-entry
+    vectors; the cap raises Delta."""
     tot = sum(k for _, k in entries)
     step = _lattice_step(width / (tot if div is None else div))
     span = max(hi - lo for lo, hi in ranges)
@@ -433,6 +401,6 @@ def _plan(entries, direction: str, width: float, ranges, max_points: int, div: f
     if span / step > max_points:
         step = _lattice_step(span / max_points)
         capped = True
-    steps = tuple(_make_step(m, k, direction, step, lo, hi, rr) for (m, k), (lo, hi) in
+    steps = tuple(_make_step(m, k, direction, step, lo, hi) for (m, k), (lo, hi) in
                   zip(entries, ranges, strict=True))
-    return _Plan(direction, step, steps, capped, rr)
+    return _Plan(direction, step, steps, capped)

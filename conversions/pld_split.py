@@ -65,8 +65,8 @@ class _LossPart(Mechanism):
     #: the large part holds cut < L <= top (the mass above ``top`` is the split's closed-form tail); both
     #: parts of a split carry it (the core only inserts it into its edges, to share the memo)
     top: float = math.inf
-    #: the part L <= cut offers the base's cell offsets (mean-preserving rounding; the cell holding the
-    #: cut gets [0, its share of the cell]); otherwise round-up cells
+    #: the part L <= cut offers the base's cell offsets (bounds on the cells' splits; the cell holding the
+    #: cut gets [0, its share of the cell]); the Q-masses are offered by both parts where the base has them
     offsets: bool = False
     #: shared by the two parts of one split: the base's last four cell-mass results (both parts of a
     #: term ask for the same grids, the cut inserted), so that each is computed once
@@ -228,7 +228,7 @@ class SplitPLD:
                 if span / (width / t) > 8.0 * max_points:
                     raise ValueError("loss split: the grid would exceed its point cap")
                 ev = _run(ents, direction, width, ranges, eps_ref, max_points, rtol, 0.0, delta_ref,
-                              1.0)
+                          1.0, scale=c_up)
             self.terms.append((j, c_up, c_dn, ev, mass))
 
     def upper(self, eps: float) -> float:

@@ -500,8 +500,8 @@ class Delegating(Mechanism):
         return self.dominating().log_mgf_phase_error(c, t_max, direction)
 
     def __getattr__(self, name: str):
-        # optional fast paths of the inner mechanism (e.g. ``pld_cells_and_offsets``)
-        if name in ("pld_cells_and_offsets", "pld_cells_and_q_masses", "pld_cell_q_masses"):
+        # optional hooks of the inner mechanism (``pld_cell_q_masses`` and its fast path)
+        if name in ("pld_cells_and_q_masses", "pld_cell_q_masses"):
             fn = getattr(self.dominating(), name, None)
             if fn is not None:
                 return fn

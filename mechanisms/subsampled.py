@@ -384,24 +384,6 @@ class SubsampledGaussian(Mechanism):
             return gaussian_loss_offsets(e, mu)
         return sg_offsets(e, q, mu, direction == "add")
 
-    def pld_cells_and_offsets(self, edges: np.ndarray, direction: str = "remove"):
-        """``(m, err, lo, hi)``: ``pld_cell_masses`` and ``pld_cell_offsets`` in one pass (the inverse loss
-        map is evaluated once per edge); ``None`` where the offsets are not available."""
-        check_direction(direction)
-        from ._cells import check_edges, sg_cells_x, sg_edges_x, sg_offsets_x
-
-        e = check_edges(edges)
-        q, mu = self.sample_rate, self.mu
-        if q == 0.0:
-            return None
-        if q == 1.0:
-            return (*self.pld_cell_masses(e, direction), *self.pld_cell_offsets(e, direction))
-        add = direction == "add"
-        xs, etas = sg_edges_x(e, q, mu, add)
-        m, err = sg_cells_x(xs, etas, q, mu, add)
-        lo, hi = sg_offsets_x(e, xs, etas, q, mu, add)
-        return m, err, lo, hi
-
     def pld_cell_q_masses(self, edges: np.ndarray, direction: str = "remove"):
         """Masses of the loss cells under Q (remove: Q = N(0, 1); add: Q = (1 - q) N(0, 1) + q N(mu, 1)),
         i.e. E_P[e^{-L}; cell] on the finite cells, with per-cell error bounds (``sg_q_cells_x``: the

@@ -313,7 +313,9 @@ def test_pld_near_atomic_tiny_rate_contains_reference_per_direction(direction):
     ref, err = s["eps"][direction], s["eps_err"][direction]
     assert r.upper >= ref - err, f"pld {direction}: upper {r.upper!r} < reference {ref!r} -- UNSOUND"
     assert r.lower <= ref + err, f"pld {direction}: lower {r.lower!r} > reference {ref!r} -- UNSOUND"
-    assert r.upper - r.lower <= 1e-4 and r.lower > 0.5 * ref
+    # the upper end within 1 % of the reference (the split cells: exact to second order); the lower end
+    # one Chernoff deviation below it, the bracket within the absolute target
+    assert r.upper - r.lower <= 1e-4 and r.upper <= 1.01 * ref + err and r.lower > 0.4 * ref
     assert not r.details["capped"] and r.details["fft_points"] <= 1 << 18
 
 
