@@ -268,7 +268,15 @@ def _prepare(entries, direction, rtol, max_points):
     ents = _check_entries(entries)
     if ents and not pld_applicable(ents):
         raise ValueError("entries: the pld route needs pld_cell_masses for every mechanism")
+    if sum(k for _, k in ents) > MAX_STEPS:
+        # (the FFT powers' rounding bound, (1 + sqrt5 u)^{T - 1} - 1, is then over 0.5 %: a bracket of
+        # nothing, after ~1 s of grids -- 1e15 steps)
+        raise ValueError(f"entries: the pld route composes at most {MAX_STEPS:.0e} steps")
     return ents, rtol, max_points
+
+
+#: the most steps the route composes (beyond, its floating-point bound alone is over 0.5 % relative)
+MAX_STEPS = 10**13
 
 
 def pld_delta_bounds(entries, eps: float, direction: str = "remove", rtol: float = 1e-3, *,
@@ -484,7 +492,7 @@ def pld_cost(entries, direction: str = "remove", rtol: float = 1e-3, eps_hint: f
     ents = _check_entries(entries)
     if not ents:
         return 0.0
-    if not pld_applicable(ents):
+    if not pld_applicable(ents) or sum(k for _, k in ents) > MAX_STEPS:
         return math.inf
     eps_ch, c_hint = _chernoff_eps(_chernoff_curve(ents, direction), 1e-5)
     if eps_hint is None:

@@ -191,19 +191,22 @@ def _compose(plan: _Plan, theta: float, max_points: int, tol_junk: float, a_loss
         norm2 = math.sqrt(_sumsq(folded) * (1 + n * U))
         e_in = c_n * math.sqrt(n) * norm2  # ||err of xh||_2 (full spectrum) >= max |err|
         k = st.k
+        lg = math.log(s + 2.0 * e_in)
+        if k * lg > 700.0:  # (the power's bound overflows -- 4.5e16 steps: not a composition to run)
+            raise ValueError(f"pld: the FFT error bound of {k} composed steps overflows")
         pw = _cpow(xh, k)
         # binary powering: relative error <= (1 + sqrt5 u)^{k-1} - 1 (conversions.pld docstring) + underflow
         rel_pow = math.expm1((k - 1) * math.log1p(math.sqrt(5.0) * U)) * 1.01
         pw_norm = math.sqrt(_sumsq(pw) * (1 + n * U))
         r_pow_2 = math.sqrt(2.0) * (rel_pow * pw_norm + math.sqrt(n) * 1e-300)
-        prop = k * e_in * (s + 2.0 * e_in) ** (k - 1) if k > 1 else e_in
-        bound_mod = (s + 2.0 * e_in) ** k
+        prop = k * e_in * math.exp((k - 1) * lg) if k > 1 else e_in
+        bound_mod = math.exp(k * lg)
         err_terms.append((prop + r_pow_2, bound_mod))
         spec = pw if spec is None else spec * pw
     j = len(steps)
     bounds = [b for _, b in err_terms]
-    tot_prod = math.prod(bounds)
-    spec_err = sum(e * tot_prod / b for e, b in err_terms)
+    # (each error times the other entries' bounds; no division: a bound may underflow to 0)
+    spec_err = sum(e * math.prod(bounds[:i] + bounds[i + 1:]) for i, (e, _) in enumerate(err_terms))
     spec_norm = math.sqrt(2.0 * _sumsq(spec) * (1 + n * U))  # >= the full-spectrum 2-norm
     spec_err += 2.0 * j * U * spec_norm
     nu = sfft.irfft(spec, n)

@@ -315,7 +315,8 @@ def _bias_moments(m: np.ndarray, err, pi: np.ndarray, pi_lo: np.ndarray, u_lo: n
     mean pi'_i.  So b = rho Delta - u >= p Delta - u >= 0, b <= Delta, and
     b <= Delta (max_u (p(u) - u / Delta) + c_i / (1 - pi_i)) <= Delta (Delta^2 / (8 (1 - e^{-Delta}))
     + (pi'_i - pi_lo_i) / (1 - pi'_i)) (the max of a function vanishing at both ends, by its second
-    derivative); E[b | cell] = pi'_i Delta - E[u | cell] <= (pi'_i - u_lo_i) Delta; E b^2 <= max b x E b.
+    derivative); E[b | cell] = pi'_i Delta - E[u | cell] <= (pi'_i - u_lo_i) Delta (and <= max b);
+    E b^2 <= max b x E b.
     """
     n = m.size - 1
     w = m[1:n]
@@ -324,11 +325,11 @@ def _bias_moments(m: np.ndarray, err, pi: np.ndarray, pi_lo: np.ndarray, u_lo: n
     f1_lo = sw * (1 - 2 * n * U) - tot_err  # the true mass of cells 1..n-1, from below
     if not f1_lo > 0:
         return None
-    b1 = np.maximum(pi[1:] - u_lo[1:n], 0.0)  # <= 1
     g = step * step / (8.0 * -math.expm1(-step)) * (1 + 1e-9)
     with np.errstate(divide="ignore", invalid="ignore"):
         bmax = np.minimum(g + (pi[1:] - pi_lo[1:n]) / (1.0 - pi[1:]), 1.0)
     bmax = np.where(np.isfinite(bmax), bmax, 1.0)
+    b1 = np.minimum(np.maximum(pi[1:] - u_lo[1:n], 0.0), bmax)  # E[b | cell] <= max b too
     # the masses are known to tot_err in l1 (and both factors are <= 1); float sums add n u sum
     rnd = 2 * n * U * sw
     mu = (float(np.sum(w * b1)) + tot_err + rnd) / f1_lo

@@ -477,6 +477,13 @@ def test_bad_input():
     for bad in (math.nan, -1.0, True, "0"):
         with pytest.raises(ValueError, match="stop_below"):
             pld.pld_epsilon_bounds(g, 1e-5, stop_below=bad)
+    # past MAX_STEPS the FFT powers' rounding bound (1 + sqrt5 u)^(T - 1) - 1 alone is over 0.1 %: refused
+    # at once (at 1e15 steps it took ~1 s of grids to fail with a ZeroDivisionError)
+    huge = [(SubsampledGaussian(1.1, 0.01), pld.MAX_STEPS + 1)]
+    assert math.expm1(pld.MAX_STEPS * math.log1p(math.sqrt(5.0) * 2.0**-53)) > 1e-3
+    with pytest.raises(ValueError, match="at most"):
+        pld.pld_epsilon_bounds(huge, 1e-5)
+    assert pld.pld_cost(huge) == math.inf
 
 
 def _cf_bracket(q, sigma, T, delta):
@@ -817,6 +824,33 @@ def test_gaussian_cell_offsets_contain_quadrature():
         ref = float((mp.quad(lambda z, a=a: (z - a) * mp.npdf(z), [a, b]) / m) / (b - a))
         assert lo[i] <= ref <= hi[i], (i, lo[i], ref, hi[i])
     assert hi[1] - lo[1] < 1e-9  # tiny cell: nearly uniform inside
+
+
+@pytest.mark.parametrize("direction", ["remove", "add"])
+def test_split_bias_bound_contains_the_exact_mean_bias(direction):
+    # the Chernoff lower end needs E[Y - L] of the split from above: per cell pi' Delta - E[L - a | cell]
+    # (E[L - a | cell] by mpmath quadrature), averaged over cells 1..n-1 with their masses
+    from conversions.pld_grid import _make_step, _split_from_q
+
+    mp.mp.dps = 30
+    q, sigma, step = 1e-3, 0.8, 2.0**-9
+    m = SubsampledGaussian(sigma, q)
+    lo, hi = (math.log1p(-q), 0.06) if direction == "remove" else (-0.06, -math.log1p(-q) - step)
+    st = _make_step(m, 1, direction, step, lo, hi)
+    edges = (st.lo + np.arange(st.n)) * step
+    pm, perr, qm, qerr = m.pld_cells_and_q_masses(edges, direction)
+    pi, _ = _split_from_q(pm, perr, qm, qerr, edges, step)
+    num = den = mp.mpf(0)
+    for i in range(1, edges.size):
+        if pm[i] <= 0 or direction == "remove" and edges[i - 1] <= math.log1p(-q):
+            continue  # (no mass, or the cell at the floor: no inverse there; its bias is >= 0 anyway)
+        r = _sg_cond_offset(edges[i - 1], edges[i], q, sigma, direction)
+        num += pm[i] * (pi[i] - r) * step
+        den += pm[i]
+    exact = float(num / den)
+    mu, v2 = st.lo_tail
+    assert exact <= mu <= exact + step * step / 4, (exact, mu)  # second order in Delta
+    assert exact * exact <= v2 <= step * mu * 1.01  # (E b^2 >= (E b)^2; 0 <= b <= Delta)
 
 
 @pytest.mark.parametrize("T", [10, 200, 5000])
