@@ -264,9 +264,9 @@ def _split_from_q(m: np.ndarray, err, mq: np.ndarray, err_q, edges: np.ndarray, 
     m_c, mq_c = m[1:n], mq[1:n]
     e_c = err[1:n] if np.ndim(err) else float(err)
     eq_c = err_q[1:n] if np.ndim(err_q) else float(err_q)
-    ea = np.exp(edges[: n - 1])
     den = -math.expm1(-step)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ea = np.exp(edges[: n - 1])  # (inf past loss 709: that cell's split is then 1)
         hi = (1.0 - ea * (np.maximum(mq_c - eq_c, 0.0) / (m_c + e_c)) + 16.0 * U) / den * (1.0 + 4.0 * U)
         lo = (1.0 - ea * ((mq_c + eq_c) / (m_c - e_c)) - 16.0 * U) / den * (1.0 - 4.0 * U)
     ok = m_c > 0
