@@ -319,6 +319,20 @@ def test_pld_near_atomic_tiny_rate_contains_reference_per_direction(direction):
     assert not r.details["capped"] and r.details["fft_points"] <= 1 << 18
 
 
+def test_tiny_rate_certifies_eps_zero_exactly_where_delta_at_zero_is_below_delta():
+    """q = 1e-6, sigma = 1, T = 100: delta(0) = TV(P^T, Q^T) ~ q sqrt(T Var Y) / sqrt(2 pi), far below
+    the sum of the steps' TVs (3.8e-5): the MGF-inversion reference gives 5.14e-6 in both directions, so
+    eps(1e-5) = 0 exactly (the connect-the-dots PLD certifies 0; its cells moved up whole gave 2.9e-5),
+    and at delta = 4e-6 < delta(0) no certificate may claim 0."""
+    from accountant import PrivacyAccountant
+
+    d0 = [R.deltas_ref([0.0], 1.0, 1e-6, 100, d)[0].value for d in ("remove", "add")]
+    assert all(4e-6 < v < 1e-5 for v in d0), d0
+    acct = PrivacyAccountant().step(sigma=1.0, sample_rate=1e-6, steps=100)
+    assert acct.certificate(delta=1e-5).epsilon == 0.0
+    assert acct.certificate(delta=4e-6).epsilon > 0.0
+
+
 def test_split_stops_at_the_absolute_target_for_small_eps(monkeypatch):
     """q = 1e-6, sigma = 1, T = 1e4, remove (eps ~ 1.4e-4): the split's first integrated pass meets the
     absolute target (``EPS_ATOL`` = 1e-4, used for eps < 0.1); it stops there, with a bracket holding the
