@@ -232,10 +232,11 @@ class CharacteristicFunctionRoute:
 
 
 class DiscretisedPLDRoute:
-    """Discretised privacy-loss distribution composed by FFT (:mod:`conversions.pld`): round-up cells
-    give the upper bound and the same vector shifted by T*Delta the lower bound (or, for mechanisms with
-    ``pld_cell_offsets``, nearest-point rounding with a certified mean and shifts ~ Delta sqrt(2 T log
-    1/beta)); truncation, FFT wrap-around and rounding are bounded on the safe side.  Fast and tight
+    """Discretised privacy-loss distribution composed by FFT (:mod:`conversions.pld`): cells split
+    between their lattice ends ("connect the dots": exact Q-masses or offset bounds) give an upper bound
+    exact to second order in Delta, and the same vector shifted by T*Delta the lower bound (or, at many
+    steps, by one Chernoff deviation ~ Delta sqrt(T log(1/beta) / 2)); truncation, FFT wrap-around and
+    rounding are bounded on the safe side.  Fast and tight
     where the loss is near-atomic (few steps at small sample rates, tiny noise); the bracket is about
     ``PLD_RTOL`` wide.  The worst of the dominating-pair directions."""
 

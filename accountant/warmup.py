@@ -39,7 +39,7 @@ def _queries():
         ("DP-SGD, characteristic-function route", lambda: dpsgd.certificate(delta=1e-5)),
         ("DP-SGD, RDP route", lambda: dpsgd.certificate(delta=1e-5, method="rdp")),
         ("one subsampled step, discretised PLD", lambda: one_step.certificate(delta=1e-5, method="pld")),
-        ("few steps at a small rate, discretised PLD (mean-preserving rounding)",
+        ("few steps at a small rate, discretised PLD (connect-the-dots cells)",
          lambda: few_steps.certificate(delta=1e-5, method="pld")),
         ("many steps at a small rate, the contour's near-atomic split",
          lambda: small_rate.certificate(delta=1e-5, method="cf")),

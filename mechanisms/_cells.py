@@ -287,7 +287,7 @@ def sl_cells(edges: np.ndarray, q: float, a: float, add: bool) -> tuple[np.ndarr
 
 # ----------------------------------------------------------------------------------------- cell offsets
 # Bounds on the conditional mean position of the loss inside each cell, r_i = E[L - e_{i-1} | cell i] /
-# (e_i - e_{i-1}) in [0, 1] (the ``pld_cell_offsets`` hook, used by mean-preserving rounding).
+# (e_i - e_{i-1}) in [0, 1] (the ``pld_cell_offsets`` hook: bounds on the discretised PLD's cell splits).
 #
 # Within a cell, x (the mechanism's output in noise units) runs over an interval of width w; with
 # s in [0, 1] the position inside it, each Gaussian component's density is proportional to

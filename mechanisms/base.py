@@ -308,7 +308,7 @@ class Mechanism:
         return m + mp_, err + errp + 2.0**-53 * (m + mp_)
 
     def pld_cell_offsets(self, edges: np.ndarray, direction: str = "remove"):
-        """Bounds on where the loss sits inside each cell (for mean-preserving rounding), or ``None``.
+        """Bounds on where the loss sits inside each cell (for the PLD's cell splits), or ``None``.
 
         Returns ``(lo, hi)``, arrays of length n + 1 (cells as in ``pld_cell_masses``) with
         lo_i <= E[L - e_{i-1} | e_{i-1} < L <= e_i] / (e_i - e_{i-1}) <= hi_i for the cells i = 1..n-1
