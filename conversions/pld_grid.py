@@ -249,16 +249,16 @@ def _split_from_offsets(rhi: np.ndarray, step: float) -> np.ndarray:
     n = rhi.size - 1
     pi = np.ones(n)
     with np.errstate(over="ignore", invalid="ignore"):
-        pi[1:] = np.minimum(np.expm1(-rhi[1:n] * step) / math.expm1(-step) * (1.0 + 8.0 * U), 1.0)
+        pi[1:] = np.minimum(np.expm1(-rhi[1:n] * step) / math.expm1(-step) * (1.0 + 16.0 * U), 1.0)
     return np.where(np.isfinite(pi), pi, 1.0)
 
 
 def _split_from_q(m: np.ndarray, err, mq: np.ndarray, err_q, edges: np.ndarray, step: float):
     """Bounds (pi_hi, pi_lo) on pi_i = E[1 - e^{a_i - L} | cell i] / (1 - e^{-Delta}) from the cell's P-
     and Q-masses: E_P[e^{a - L}; cell] = e^a Q(cell), so pi_i = (1 - e^{a_i} Q_i / P_i) / (1 - e^{-Delta});
-    the masses' error bounds taken on each side, the float operations by 16 u absolute in the numerator
-    (e^{a} Q / P <= 1 up to the errors), the division by 4 u relative.  Cells 1..n-1; cell 0 (and any
-    cell without P-mass): pi_hi = 1, pi_lo = 0."""
+    the masses' error bounds taken on each side, the float operations by 32 u absolute in the numerator
+    (e^{a} Q / P <= 1 up to the errors; numpy's exp within 4 ulp), the division and expm1 by 8 u
+    relative.  Cells 1..n-1; cell 0 (and any cell without P-mass): pi_hi = 1, pi_lo = 0."""
     n = m.size - 1
     pi, pi_lo = np.ones(n), np.zeros(n)
     m_c, mq_c = m[1:n], mq[1:n]
@@ -267,8 +267,8 @@ def _split_from_q(m: np.ndarray, err, mq: np.ndarray, err_q, edges: np.ndarray, 
     den = -math.expm1(-step)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         ea = np.exp(edges[: n - 1])  # (inf past loss 709: that cell's split is then 1)
-        hi = (1.0 - ea * (np.maximum(mq_c - eq_c, 0.0) / (m_c + e_c)) + 16.0 * U) / den * (1.0 + 4.0 * U)
-        lo = (1.0 - ea * ((mq_c + eq_c) / (m_c - e_c)) - 16.0 * U) / den * (1.0 - 4.0 * U)
+        hi = (1.0 - ea * (np.maximum(mq_c - eq_c, 0.0) / (m_c + e_c)) + 32.0 * U) / den * (1.0 + 8.0 * U)
+        lo = (1.0 - ea * ((mq_c + eq_c) / (m_c - e_c)) - 32.0 * U) / den * (1.0 - 8.0 * U)
     ok = m_c > 0
     pi[1:] = np.where(ok & np.isfinite(hi), np.clip(hi, 0.0, 1.0), 1.0)
     pi_lo[1:] = np.where(ok & (m_c > e_c) & np.isfinite(lo), np.clip(lo, 0.0, 1.0), 0.0)
