@@ -92,6 +92,7 @@ class _Evaluator:
         self.lo_ok = float(s[first_ok]) if first_ok < n else math.inf  # eps >= lo_ok is evaluable
         self.shift_lo = comp.t_total * comp.step if math.isnan(comp.shift_lo) else comp.shift_lo
         self.hi_ok = float(s[-1])
+        self.whole = None  # an evaluator of the whole-cell vector: a second lower end (``_run``)
 
     def _core(self, eps: float, upper: bool) -> tuple[float, float]:
         """(window sum over s > eps of (1 - e^{eps - s}) mu(s), its rounding bound); eps >= lo_ok."""
@@ -147,6 +148,8 @@ class _Evaluator:
         err = _scaled(sc, c.c_model + c.c_fft + c.c_cell0 + junk_hi * (1 + 1e-10)) + below * (1 + 1e-10)
         lo = c.p_inf + core - rnd - err - c.beta_lo
         lo = lo * (1 - 1e-12) if lo > 0 else lo
+        if self.whole is not None:  # (both are certified lower ends)
+            lo = max(lo, self.whole.lower(eps))
         return max(lo, floor * (1 - 1e-15))
 
     def evaluable(self, eps: float) -> bool:
@@ -285,11 +288,26 @@ def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, 
             if eta < tot * plan.step:
                 comp = dataclasses.replace(comp, shift_lo=eta, beta_lo=math.exp(log_beta) * (1 + 1e-12))
             ev = _Evaluator(comp, ref)
+            if math.isnan(comp.shift_lo) and all(st.whole is not None for st in plan.steps):
+                # the lower end T Delta below the split's vector is ~T Delta below the truth (the split
+                # is exact to second order); the whole cells moved up give it ~T Delta / 2 below
+                ev.whole = _whole_cells(plan, theta, max_points, rtol, a_loss, log_dref, ref)
             ev.blocks, ev.ks, ev.sp = blocks_list, [st.k for st in plan.steps], sp
             ev.t_grid = max(query_clock() - t_start - t_compose, 0.0)  # (the _Clock's grid part)
             return ev
         width *= 1.2 * comp / max_points  # the window was too long: coarser grid, wider bracket
     raise AssertionError("unreachable")
+
+
+def _whole_cells(plan, theta, max_points, rtol, a_loss, log_dref, ref) -> _Evaluator | None:
+    """The evaluator of the whole-cell round-up vectors on the same lattice and tilt (None when their
+    window would need another grid): its lower end, delta_Y(eps + T Delta) with Y >= L the upper edge of
+    every cell, is a second certified lower end, above the split's (Y_split <= Y_whole)."""
+    steps = tuple(dataclasses.replace(st, m=st.whole[0], err=st.whole[1], lo_tail=None, whole=None)
+                  for st in plan.steps)
+    comp = _compose(dataclasses.replace(plan, steps=steps), theta, max_points, rtol * 1e-3, a_loss,
+                    log_dref)
+    return _Evaluator(comp, ref) if isinstance(comp, _Composed) else None
 
 
 def _split_known(entries, direction: str) -> bool:

@@ -185,6 +185,9 @@ class _Step:
     # the split (loss units, cells 1..n-1): the Chernoff bound of the lower end (``_lo_log_tail``);
     # None where the split is not known from both sides
     lo_tail: tuple | None = None
+    # the whole-cell round-up vector and its errors where the split differs (the lower end's second
+    # composition at few steps: Y - Delta <= L with Y the upper end of every cell)
+    whole: tuple | None = None
 
     @property
     def n(self) -> int:
@@ -228,7 +231,9 @@ def _make_step(mech: Mechanism, k: int, direction: str, step: float, lo: float, 
     e0, e_top = _end_errors(err)
     v, verr = _dots_vector(m, err, pi)
     tail = None if pi is None else _bias_moments(m, err, pi, pi_lo, u_lo, step)
-    return _Step(k, mech.infinite_loss_mass, i_lo, v, verr, float(m[-1]), e_top, float(m[0]) + e0, tail)
+    whole = None if pi is None else _dots_vector(m, err, None)
+    return _Step(k, mech.infinite_loss_mass, i_lo, v, verr, float(m[-1]), e_top, float(m[0]) + e0, tail,
+                 whole)
 
 
 def _end_errors(err) -> tuple[float, float]:

@@ -349,6 +349,21 @@ def test_two_steps_bracket_holds_the_quadrature_on_a_seeded_sample():
         assert b.lower <= ref <= b.upper, (q, sigma, direction, eps, b.lower, float(ref), b.upper)
 
 
+def test_whole_cell_lower_end_is_sound_and_higher(monkeypatch):
+    """At few steps the lower end also comes from the whole cells moved up (a second composition on the
+    same lattice): it holds the quadrature, is never below the split's own lower end, and here is higher
+    (the split's is ~T Delta below the truth, the whole cells' ~T Delta / 2)."""
+    from conversions import pld_eval
+
+    q, sigma, eps = 0.05, 0.9, 0.4
+    ref = _sg_delta2(eps, q, sigma, "remove")
+    m = SubsampledGaussian(sigma, q)
+    both = pld.pld_delta_bounds([(m, 2)], eps)
+    monkeypatch.setattr(pld_eval, "_whole_cells", lambda *a: None)
+    split_only = pld.pld_delta_bounds([(m, 2)], eps)
+    assert split_only.lower < both.lower <= ref <= both.upper == split_only.upper
+
+
 def _sg_x_cells(edges, q, sigma, direction):
     """(P, Q) masses of the loss cells of the subsampled Gaussian by mpmath (x-space normal CDFs)."""
     mu, qq = mp.mpf(1) / sigma, mp.mpf(q)
