@@ -100,16 +100,19 @@ class _LossPart(Mechanism):
         ``top`` keeps its part's share: its loss still lies between the cell's ends); ``None`` when
         the base has none."""
         fn = getattr(self.base, "pld_cell_q_masses", None)
-        if fn is None or fn(np.array([self.cut]), direction) is None:
-            return None
-        return self._restricted(fn, edges, direction)
+        return None if fn is None else self._restricted(fn, edges, direction)
 
     def _restricted(self, masses, edges: np.ndarray, direction: str):
+        """``masses(edges with the part's ends inserted)`` gathered onto the cells of ``edges`` that
+        belong to this part (None when ``masses`` gives None)."""
         e = np.asarray(edges, dtype=float)
         e2 = e
         for end in (self.cut, self.top) if self.top < math.inf else (self.cut,):
             e2 = np.insert(e2, int(np.searchsorted(e2, end, side="left")), end)
-        m, err = masses(e2, direction)
+        res = masses(e2, direction)
+        if res is None:
+            return None
+        m, err = res
         m = np.asarray(m, dtype=float)
         err = np.broadcast_to(np.asarray(err, dtype=float), m.shape)
         lower = np.concatenate([[-math.inf], e2])  # refined cell i = (lower[i], upper[i]]

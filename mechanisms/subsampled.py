@@ -389,24 +389,31 @@ class SubsampledGaussian(Mechanism):
         i.e. E_P[e^{-L}; cell] on the finite cells, with per-cell error bounds (``sg_q_cells_x``: the
         same inverse map and normal CDF differences as ``pld_cell_masses``); ``None`` for q in {0, 1}
         (the Gaussian's cell offsets are exact to second order already)."""
-        res = self.pld_cells_and_q_masses(edges, direction)
-        return None if res is None else res[2:]
+        from ._cells import sg_q_cells_x
+
+        xs = self._edges_x(edges, direction)
+        return None if xs is None else sg_q_cells_x(*xs)
 
     def pld_cells_and_q_masses(self, edges: np.ndarray, direction: str = "remove"):
         """``(m, err, mq, err_q)``: ``pld_cell_masses`` and ``pld_cell_q_masses`` in one pass (the inverse
         loss map is evaluated once per edge); ``None`` for q in {0, 1}."""
+        from ._cells import sg_cells_x, sg_q_cells_x
+
+        xs = self._edges_x(edges, direction)
+        return None if xs is None else (*sg_cells_x(*xs), *sg_q_cells_x(*xs))
+
+    def _edges_x(self, edges: np.ndarray, direction: str):
+        """``(x, eta, q, mu, add)``: the edges' x with their rounding bounds and the kernels' remaining
+        arguments (``mechanisms._cells.sg_edges_x``); ``None`` for q in {0, 1}."""
         check_direction(direction)
-        from ._cells import check_edges, sg_cells_x, sg_edges_x, sg_q_cells_x
+        from ._cells import check_edges, sg_edges_x
 
         e = check_edges(edges)
         q, mu = self.sample_rate, self.mu
         if q in (0.0, 1.0):
             return None
         add = direction == "add"
-        xs, etas = sg_edges_x(e, q, mu, add)
-        m, err = sg_cells_x(xs, etas, q, mu, add)
-        mq, err_q = sg_q_cells_x(xs, etas, q, mu, add)
-        return m, err, mq, err_q
+        return (*sg_edges_x(e, q, mu, add), q, mu, add)
 
     def log_envelope_fn(self, c: float, direction: str = "remove"):
         """t -> log of a bound on |M(c + it')| for all |t'| >= t (see :func:`sg_envelope` and
