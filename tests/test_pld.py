@@ -577,6 +577,22 @@ def test_extreme_eps_gives_a_valid_bracket_not_an_overflow():
     assert pld.pld_delta_bounds(ents, 800.0).upper == 1.0
 
 
+def test_few_step_brackets_meet_the_contour_at_extreme_eps():
+    """q = 0.01, sigma = 1.1, T = 10 (split cells, the whole-cell lower end): from eps = 0 to 800, where
+    delta falls below 1e-190 and the error terms leave float range, each direction's bracket is a valid
+    [lower, upper] in [0, 1] (no NaN) that intersects the contour route's certified one."""
+    from conversions import contour
+
+    ents = [(SubsampledGaussian(1.1, 0.01), 10)]
+    for direction in ("remove", "add"):
+        for eps in (0.0, 3.0, 40.0, 800.0):
+            b = pld.pld_delta_bounds(ents, eps, direction)
+            c = contour.delta_bounds(contour.ComposedPLD(ents, direction), eps, 1e-3)
+            assert 0.0 <= b.lower <= b.upper <= 1.0, (direction, eps, b.lower, b.upper)
+            assert b.lower <= c.upper * (1 + 1e-9) and c.lower <= b.upper * (1 + 1e-9), \
+                (direction, eps, b.lower, b.upper, c.lower, c.upper)
+
+
 def test_scaled_error_terms_never_lose_an_unknown_error():
     """``pld_fft._scaled`` (an error term times its scale, in the composition and in the evaluator): an
     exactly-zero term stays 0 even at an infinite scale, and a term that is not finite (inf, or the NaN of
