@@ -85,6 +85,45 @@ def test_subsampled_gaussian_cells_match_mpmath(q, sigma, sens, direction):
     assert abs(masses.sum() - 1.0) < 1e-13
 
 
+@pytest.mark.parametrize("z0", [-6.0, -0.3, 0.0, 2.0, 5.0, 12.0])
+def test_narrow_cells_have_errors_relative_to_their_own_mass(z0):
+    """Cells far narrower than the tail's scale (the fine grids of few-step queries): the mass and its
+    bound come from the Hermite series, so the bound is a few ulps of the cell's own mass, not of the
+    tail probability (a CDF difference there has ~1e-13 / (z h) relative error: ~1e-9 at h = 2e-5)."""
+    from mechanisms._cells import normal_cells
+
+    mp.mp.dps = 60
+    x = z0 + np.arange(0.0, 0.02, 2e-5)  # the edges themselves: exact floats (no inverse-map rounding)
+    m, e = np.zeros(x.size + 1), np.zeros(x.size + 1)
+    normal_cells(x, m, e, 1.0)
+    for i in range(1, x.size):  # the finite cells
+        a, b = mp.mpf(float(x[i - 1])), mp.mpf(float(x[i]))
+        ref = mp.ncdf(-a) - mp.ncdf(-b) if a > 0 else mp.ncdf(b) - mp.ncdf(a)
+        dev = abs(mp.mpf(float(m[i])) - ref)
+        assert dev <= e[i], (i, float(m[i]), float(ref), float(e[i]))
+        assert e[i] <= 1e-13 * float(ref) + 1e-299, (i, float(e[i]), float(ref))
+
+
+def test_narrow_mass_series_against_mpmath():
+    """``_narrow_mass`` (the Hermite series of a narrow N(0, 1) cell) on random cells, z up to 37:
+    within its own bound, and that bound within 1e-12 of the mass."""
+    from mechanisms._cells import NARROW_RHO, _narrow_mass
+
+    mp.mp.dps = 50
+    rng = np.random.default_rng(7)
+    for _ in range(400):
+        mid = rng.uniform(-37.0, 37.0) * rng.choice([1.0, 0.1, 0.01])
+        hh = rng.uniform(0.0, NARROW_RHO) / (abs(mid) + 1.0)
+        a, b = mid - hh, mid + hh
+        got, err = _narrow_mass(a, b)
+        a_, b_ = mp.mpf(a), mp.mpf(b)
+        ref = mp.ncdf(b_) - mp.ncdf(a_) if mid < 0 else mp.ncdf(-a_) - mp.ncdf(-b_)
+        if ref < 1e-290:
+            continue
+        assert abs(mp.mpf(got) - ref) <= err, (a, b, got, ref, err)
+        assert err <= 1e-12 * ref
+
+
 def test_subsampled_gaussian_cells_edge_cases():
     edges = np.array([-0.5, 0.0, 0.25, 1.0])
     m0, e0 = SubsampledGaussian(1.0, 0.0).pld_cell_masses(edges)  # L = 0 a.s.: the atom sits on an edge
