@@ -140,6 +140,7 @@ def select(acct: PrivacyAccountant, method: str, query: str, value: float,
     lower = None
     few = sum(int(k) for _, k in acct._ledger.items()) <= STATISTIC_STEPS
     stat_tried = False
+    exact_grade: set[str] = set()  # deferred routes expected to beat an absolute-only bracket when re-run
 
     def statistic(lower: float | None, best_val: float) -> float | None:
         """``lower`` raised to the output statistic's certified lower bound where that is higher."""
@@ -157,9 +158,11 @@ def select(acct: PrivacyAccountant, method: str, query: str, value: float,
             # its plan predicted a capped contour: re-run it (bounded work) only if the routes after it
             # left the bracket wider than the target width
             tol = max(DEFER_RTOL * abs(best_val), DEFER_ATOL_EPS if query == "epsilon" else 0.0)
-            if any("split_terms" in (r.details or {}) for r in results.values()):
+            split_pld = any("split_terms" in (r.details or {}) for r in results.values())
+            if split_pld and route.name in exact_grade:
                 # the discretised PLD needed its large-step split (round-up cells, T Delta wide): the
                 # deferred contour, exact-grade where its own split works, gets the relative test only
+                # (not where it deferred because its split is known to be wide: rare hits)
                 tol = DEFER_RTOL * abs(best_val)
             if best_val - lower > tol and few and not stat_tried:
                 # (few steps: the statistic below runs anyway; first, since it may close the gap: q = 1e-5,
@@ -214,6 +217,8 @@ def select(acct: PrivacyAccountant, method: str, query: str, value: float,
         try:
             r = results[route.name] = run(route)
         except routes.RouteDeferred as exc:
+            if getattr(exc, "exact_grade", True):
+                exact_grade.add(route.name)
             if queue and queue[0][0].name == "pld" and _pld_cost(acct, queue[0][0], ctx) > PLD_DEFER_COST:
                 notes.append(f"{route.name} not deferred ({exc}): the discretised PLD is predicted costlier "
                              "(or cannot run)")

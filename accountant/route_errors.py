@@ -5,7 +5,15 @@ from __future__ import annotations
 
 
 class RouteDeferred(Exception):
-    """A route declined to run because its plan predicts a costly, wide answer (auto tries it later)."""
+    """A route declined to run because its plan predicts a costly, wide answer (auto tries it later).
+
+    ``exact_grade``: whether the route, re-run, is expected to beat a bracket of the routes after it that
+    meets the target only absolutely (False: it deferred because its answer on this ledger is known to
+    be wide, e.g. the contour at near-atomic loss laws)."""
+
+    def __init__(self, message: str = "", exact_grade: bool = True):
+        super().__init__(message)
+        self.exact_grade = exact_grade
 
 
 class RouteUnavailable(ValueError):

@@ -168,11 +168,16 @@ def test_auto_skips_rdp_only_where_it_could_not_improve_the_answer():
     assert cert.lower_bound <= rdp.epsilon  # (the RDP bound is an upper bound: above every lower bound)
 
 
-def test_auto_skips_the_pld_within_its_absolute_resolution_for_small_epsilon():
+def test_auto_skips_the_pld_within_its_absolute_resolution_for_small_epsilon(monkeypatch):
     """For eps < 0.1 the discretised PLD aims at 0.1 x its rtol absolute (1e-4): ``auto`` skips it when the
     bracket is already within that and within 10 x its relative resolution (q = 1e-5, sigma = 1,
     T = 1000, delta = 1e-8: the contour's bracket is ~6e-6 wide at eps ~ 0.0019, 3e-3 relative).  The
-    PLD run alone must not beat that answer by more than its resolution."""
+    PLD run alone must not beat that answer by more than its resolution.  (Such a ledger, q T = 0.01,
+    now defers the contour to the PLD: the contour is made to split at once, as it did before, to reach
+    the rule.)"""
+    from accountant.routes import CharacteristicFunctionRoute
+
+    monkeypatch.setattr(CharacteristicFunctionRoute, "SPLIT_FIRST_HITS", 1e-3)
     acct = PrivacyAccountant().step(sigma=1.0, sample_rate=1e-5, steps=1000)
     cert = acct.certificate(delta=1e-8)
     assert cert.method == "cf" and "pld" in cert.details["skipped_routes"].split(",")
