@@ -291,6 +291,24 @@ def test_split_bounds_contain_reference(s, direction):
     _split_eps(s, direction)
 
 
+def test_split_polish_narrows_and_keeps_the_reference(monkeypatch):
+    """The split's polishing pass (``POLISH_RTOL``, run on cheaply answered eps queries): at q = 1e-3,
+    sigma = 0.8, T = 100 (remove; 1.6e-5 relative wide without it) the polished bracket holds the
+    independent reference, lies inside the unpolished one, and is within 1e-6 relative."""
+    from conversions import split
+
+    s = next(x for x in SETS if (x["q"], x["sigma"], x["T"], x["delta"]) == (1e-3, 0.8, 100, 1e-5))
+    ref, err = s["eps"]["remove"], s["eps_err"]["remove"]
+    monkeypatch.setattr(split, "POLISH_WORK", -1.0)
+    plain = split.split_epsilon_bounds(_entries(s), s["delta"], "remove", 1e-4)  # (the cf route's rtol)
+    monkeypatch.setattr(split, "POLISH_WORK", math.inf)
+    polished = split.split_epsilon_bounds(_entries(s), s["delta"], "remove", 1e-4)
+    assert polished.lower <= ref + err and polished.upper >= ref - err
+    assert plain.lower <= polished.lower <= polished.upper <= plain.upper
+    assert plain.upper - plain.lower > 1e-5 * plain.upper  # (it had something to do)
+    assert polished.upper - polished.lower <= 1e-6 * polished.upper
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("direction", ["remove", "add"])
 @pytest.mark.parametrize("s", SETS, ids=_sid)
