@@ -129,7 +129,7 @@ class CharacteristicFunctionRoute:
     #: changed).  Raised from 1e-3 to 3e-2 (sum k q = 0.01: q = 1e-4, T = 100; q = 1e-5, T = 1000; q =
     #: 1e-6, T = 1e4): q = 1e-4, T = 100 at sigma = 0.8 (a 2 % contour bracket) 175 -> 31 ms, sigma = 0.5
     #: 160 -> 48 ms (the PLD's upper end lower), sigma = 1 at delta = 1e-12 (a 0.0044-0.24 contour
-    #: bracket) 180 -> 91 ms; looser by 1.7e-3 and 1.2e-4 relative at q = 1e-5, sigma = 1, T = 1000
+    #: bracket) 180 -> 91-107 ms; looser by 1.7e-3 and 1.2e-4 relative at q = 1e-5, sigma = 1, T = 1000
     #: (delta = 1e-8) and q = 1e-4, sigma = 2, T = 100, both ~1/2 and ~3/4 of dp-accounting's value
     SPLIT_FIRST_HITS = 3e-2
     #: a contour evaluates the MGFs more often than this (a line search, a grid): a work limit too small for

@@ -68,8 +68,9 @@ EPS_ATOL = 1e-4
 #: an eps query answered cheaply (at most ``POLISH_WORK`` units so far, ~40 ms) and wider than this
 #: (relative) gets one more integrated pass at its cut, planned at the upper end with a target
 #: ``POLISH_RTOL / EPS_RTOL`` times smaller; its bracket is intersected with the answer (both certified,
-#: so it never widens).  Regimes sweep: 26 upper ends lower (e.g. q = 0.01, sigma = 0.8, T = 100:
+#: so it never widens).  Regimes sweep: 19 upper ends lower (e.g. q = 0.01, sigma = 0.8, T = 100:
 #: [1.5108109, 1.5108397] -> [1.51083752, 1.51083753]), none higher, +20-40 ms on the queries it runs
+#: (without the work bound: 26 lower, but 6 more queries over 100 ms)
 POLISH_RTOL = 1e-6
 POLISH_WORK = 1e7
 
