@@ -149,7 +149,7 @@ def _select(edges: np.ndarray, m: np.ndarray, logm: float, theta_ref: float, tgt
     """The probe-edge indices (lo, hi) of :func:`_probe_range`'s rules on the masses ``m`` of
     ``edges`` (m[0] = P(L <= e_0), m[-1] = P(e_last < L < inf)); logm: log of the tilted normaliser."""
     cdf = np.cumsum(m[:-1])  # P(L <= e_j)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):  # (inf - inf at extreme tilts: NaN, never "ok")
         tilted = np.log(cdf) + theta_ref * edges - logm
     sf = np.cumsum(m[::-1])[::-1][1:]  # P(e_j < L < inf)
     ok_lo = np.nonzero(tilted <= math.log(tgt_lo))[0]

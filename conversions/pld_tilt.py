@@ -64,8 +64,9 @@ def _kt_grid(blocks_list, ks, logms, cs: np.ndarray) -> np.ndarray:
         keep = bm > 0
         with np.errstate(divide="ignore"):
             lb = np.log(bm[keep])
-        out += k * (_kt_kernel(lb, ylo[keep], yhi[keep], mu[keep], h[keep], merr[keep], cs)
-                     + 1e-12 - lm)
+        with np.errstate(invalid="ignore"):  # (inf - inf at extreme tilts: NaN, which the planners skip)
+            out += k * (_kt_kernel(lb, ylo[keep], yhi[keep], mu[keep], h[keep], merr[keep], cs)
+                         + 1e-12 - lm)
     return out
 
 
@@ -103,9 +104,9 @@ def _tilt_moments(blocks_list, ks, theta: float) -> tuple[float, float]:
     per block: only to choose a tilt and a window)."""
     mean = var = 0.0
     for (bm, _, _, y, _, _, vb), k in zip(blocks_list, ks, strict=True):
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore"):  # (an infinite tilt: NaN moments, no tilt)
             lw = np.log(bm) + theta * y
-        lw -= np.max(lw)
+            lw -= np.max(lw)
         w = np.exp(lw)
         w /= w.sum()
         mu = float(np.sum(w * y))
