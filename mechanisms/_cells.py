@@ -139,16 +139,20 @@ def normal_cells(x, out_m, out_e, weight):  # pragma: no cover - compiled
     (survival functions) whenever the cell's upper end is > 0, lower-side CDF differences otherwise: no
     cancellation beyond the inherent one."""
     n = x.shape[0]
-    plo, phi_, prel = 0.0, 1.0, 0.0  # at -inf
+    plo, phi_, prel = 0.0, 1.0, 0.0  # Phi and Phi-bar at the cell's lower end (-inf first)
+    have_lower = True  # (a narrow cell leaves its upper end's erfc uncomputed: only a wide one needs it)
     for i in range(n + 1):
-        if i < n:
-            clo, chi, crel = _phi_sides(x[i])
-        else:
-            clo, chi, crel = 1.0, 0.0, 0.0
         if 0 < i < n and math.isfinite(x[i - 1]) and math.isfinite(x[i]) \
                 and 0.5 * (x[i] - x[i - 1]) * (0.5 * abs(x[i] + x[i - 1]) + 1.0) <= NARROW_RHO:
             m, e = _narrow_mass(x[i - 1], x[i])
+            have_lower = False
         else:
+            if not have_lower:
+                plo, phi_, prel = _phi_sides(x[i - 1])
+            if i < n:
+                clo, chi, crel = _phi_sides(x[i])
+            else:
+                clo, chi, crel = 1.0, 0.0, 0.0
             if i < n and x[i] <= 0.0:
                 m = clo - plo
                 e = crel * clo + prel * plo
@@ -157,9 +161,10 @@ def normal_cells(x, out_m, out_e, weight):  # pragma: no cover - compiled
                 e = crel * chi + prel * phi_
             if m < 0.0:
                 m = 0.0
+            plo, phi_, prel = clo, chi, crel
+            have_lower = True
         out_m[i] += weight * m
         out_e[i] += weight * (e + 2.0 * U * m + TINY_ABS)
-        plo, phi_, prel = clo, chi, crel
 
 
 @njit(cache=True)
