@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                                                   for k in sorted({r["route"] for r in rows})},
     }
     if peers:  # (over distinct settings: the chains share a few)
-        unique = list({(r["q"], r["sigma"], r["T"], r["delta"]): r for r in rows}.values())
+        unique = _distinct(rows)
         summary["distinct_settings"] = len(unique)
         summary["peer_below_our_lower"] = sum(r.get("peer_below_our_lower", False) for r in unique)
         summary["ours_above_peer"] = sum(r.get("ours_above_peer", False) and not r.get("peer_below_our_lower")
@@ -188,6 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     (out / "sweep_regimes.md").write_text(md)
     print(md)
     return 0
+
+
+def _distinct(rows: list[dict]) -> list[dict]:
+    """One row per distinct (q, sigma, T, delta) (the chains share a few settings)."""
+    return list({(r["q"], r["sigma"], r["T"], r["delta"]): r for r in rows}.values())
 
 
 def _markdown(summary: dict, rows: list[dict], nonmono: list, peers: bool) -> str:
@@ -217,7 +222,7 @@ def _markdown(summary: dict, rows: list[dict], nonmono: list, peers: bool) -> st
         lines.append(f"| {r['q']:g} | {r['sigma']:g} | {r['T']:g} | {r['delta']:g} | {r['epsilon']:.6g} | "
                      f"{r['lower']:.6g} | {r['rel_width']:.2e} | {r['route']} | {r['ms']:.0f} |{peer}")
     if peers:
-        unique = list({(r["q"], r["sigma"], r["T"], r["delta"]): r for r in rows}.values())  # (chains share)
+        unique = _distinct(rows)
         fail = [r for r in unique if r.get("peer_below_our_lower")]
         above = sorted((r for r in unique if r.get("ours_above_peer") and not r.get("peer_below_our_lower")),
                        key=lambda r: -(r["epsilon"] - r["peer"]) / r["peer"])
