@@ -650,6 +650,25 @@ def test_envelope_constants_cached_passes_equal_streaming(part, xcut, tau, add):
         assert np.array_equal(b1, b2) and np.array_equal(h1, h2) and np.array_equal(k1, k2), args
 
 
+@pytest.mark.parametrize("part,xcut,tau", [(-1, 0.0, 1.0), (0, 1.5, 0.3), (1, 1.5, 0.3)])
+@pytest.mark.parametrize("add", [False, True])
+def test_envelope_curvature_constant_is_the_binned_pair_sum(part, xcut, tau, add):
+    """V, the curvature constant of the envelope, is 2 sum_{d=2}^{63} ((d - 1) b)^2 sum_i m_i m_{i+d} over
+    the normalised fine-bin masses m the kernel leaves in ``bins``, with b = r / 64 and r = pi / (2 TV).
+    Recomputed here by numpy (dot products of shifted slices, pairwise summation: a different order than
+    the kernel's), so equal to ~1e-13 relative."""
+    from mechanisms._sg_envelope_kernels import sg_envelope_constants
+
+    for q, mu, c in ((1e-3, 1.25, 4.0), (0.01, 1 / 1.1, 6.7), (0.3, 0.5, 0.4), (1e-5, 2.5, 1.7)):
+        bins, hist, cuts = np.zeros(1 << 14), np.zeros(1 << 13), np.zeros((256, 4))
+        _, tv_norm, v, *_ = sg_envelope_constants(c, q, mu, add, min(0.004, 0.04 / mu), xcut, tau, part,
+                                                  bins, hist, cuts)
+        assert np.isfinite(tv_norm) and np.count_nonzero(bins) > 64
+        b = math.pi / (2.0 * tv_norm) / 64.0
+        ref = sum(2.0 * ((d - 1) * b) ** 2 * float(np.dot(bins[:-d], bins[d:])) for d in range(2, 64))
+        assert v == pytest.approx(ref, rel=1e-12, abs=0.0), (q, mu, c)
+
+
 @pytest.mark.parametrize("q,mu,c,add,part,xcut,tau", [
     (1e-3, 1.25, 4.0, False, -1, 0.0, 1.0), (0.01, 1 / 1.1, 6.7, True, -1, 0.0, 1.0),
     (0.2, 2.0, 0.5, False, -1, 0.0, 1.0), (0.01, 1.0, 3.0, False, 1, 1.5, 0.3),
