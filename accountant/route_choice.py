@@ -144,7 +144,7 @@ def select(acct: PrivacyAccountant, method: str, query: str, value: float,
 
     def statistic(lower: float | None, best_val: float) -> float | None:
         """``lower`` raised to the output statistic's certified lower bound where that is higher."""
-        stat = routes.statistic_lower(acct._ledger, query, value)
+        stat = routes.statistic_lower(acct._ledger, query, value, best_val)
         if stat is not None and (lower is None or stat > lower):
             notes.append("lower bound from the max/sum statistic of the outputs")
             return min(stat, best_val)

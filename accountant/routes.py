@@ -18,6 +18,7 @@ lower bound among the routes it evaluated.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -401,14 +402,20 @@ def applicable(ledger: Ledger) -> list[Route]:
     return list(out.values())
 
 
-def statistic_lower(ledger: Ledger, query: str, value: float) -> float | None:
+def statistic_lower(ledger: Ledger, query: str, value: float, hint: float | None = None) -> float | None:
     """A certified lower bound from a post-processing statistic (:mod:`conversions.lower_bounds`: the
     maximum, or the sum, of the released outputs), for ledgers of (subsampled) Gaussian mechanisms;
-    None where it does not apply.  The worst case over directions is at least each direction's bound."""
+    None where it does not apply.  The worst case over directions is at least each direction's bound.
+    ``hint`` (epsilon queries): an estimate of the answer, e.g. the routes' upper bound, where the root
+    search starts (work only; ignored unless finite and > 0)."""
     if not ledger.tight:
         return None
     ledger = ledger.numeric_view()
-    fn = lower_bounds.epsilon_lower if query == "epsilon" else lower_bounds.delta_lower
+    if query == "epsilon":
+        ok = hint is not None and math.isfinite(hint) and hint > 0.0
+        fn = functools.partial(lower_bounds.epsilon_lower, eps_hint=hint if ok else None)
+    else:
+        fn = lower_bounds.delta_lower
     try:
         vals = [float(fn(ledger.items(), value, d)) for d in directions(ledger)]
     except (ValueError, TypeError, ArithmeticError):  # not a Gaussian-family ledger, or out of range

@@ -207,7 +207,12 @@ class _MaxStatistic:
         return max(0.0, val), a_set
 
 
-def _max_epsilon_lower(stat: _MaxStatistic, delta: float) -> float:
+def _max_epsilon_lower(stat: _MaxStatistic, delta: float, eps_hint: float | None = None) -> float:
+    """The max statistic's certified lower bound on eps(delta): the root of delta_M(eps) = delta located
+    by Brent's method (from ``eps_hint``, an estimate of eps(delta) such as a route's upper bound, when
+    given: the bracket is then searched downwards from it in steps growing 8x from 1e-3 eps_hint, else
+    by doubling from [0, 1]), then certified on the sets at the root and at the bracket's lower end.
+    Only the work depends on the hint; the value returned is certified either way."""
 
     def g(e: float) -> float:
         return stat.delta_lower(e)[0] - delta
@@ -215,10 +220,19 @@ def _max_epsilon_lower(stat: _MaxStatistic, delta: float) -> float:
     if g(0.0) <= 0.0:
         return 0.0
     lo, hi = 0.0, 1.0
-    while g(hi) > 0.0:
-        lo, hi = hi, 2.0 * hi
-        if hi > 1e4:  # (cannot happen: e^eps Q_hi >= e^eps 1e-300 > 1 beyond eps = 691)
-            return 0.0
+    hinted = eps_hint is not None and 0.0 < eps_hint < 1e4
+    if hinted and not g(eps_hint) > 0.0:
+        hi, step = eps_hint, 1e-3 * eps_hint
+        while hi - step > 0.0 and not g(hi - step) > 0.0:
+            hi, step = hi - step, 8.0 * step
+        lo = max(hi - step, 0.0)  # (g(0) > 0 was checked)
+    else:
+        if hinted:
+            lo, hi = eps_hint, 2.0 * eps_hint
+        while g(hi) > 0.0:
+            lo, hi = hi, 2.0 * hi
+            if hi > 1e4:  # (cannot happen: e^eps Q_hi >= e^eps 1e-300 > 1 beyond eps = 691)
+                return 0.0
     from scipy.optimize import brentq  # (imported on use: slow to import)
 
     # the final eps_A is stationary in the set's threshold, so a loose root suffices (error ~ xtol^2)

@@ -137,6 +137,32 @@ def test_epsilon_lower_certified(q, sigma, T):
                 assert e == pytest.approx(max(ref, 0.0), rel=1e-9, abs=1e-12)
 
 
+@pytest.mark.parametrize("q,sigma,T", [(0.01, 1.1, 1), (0.01, 1.1, 2), (0.5, 1.0, 1)])
+@pytest.mark.parametrize("factor", [1e-6, 0.5, 0.9999, 1.0, 1.0001, 1.5, 300.0])
+def test_epsilon_lower_with_a_hint_is_certified_and_the_same(q, sigma, T, factor):
+    """The root search may start from a hint (a route's upper bound): at any hint, far below, near or far
+    above the answer, the bound is certified (the reference delta at it >= delta), equal to the unhinted
+    bound up to the root's stationary error, and at T = 1 equal to the reference eps."""
+    for d in DIRS:
+        ref = R.sg_eps_ref(1e-5, sigma, q, T, d) if T == 1 else None
+        plain = LB.epsilon_lower([(SG(sigma, q), T)], 1e-5, d, statistic="max")
+        hint = factor * max(plain, 1e-3)
+        e = LB.epsilon_lower([(SG(sigma, q), T)], 1e-5, d, statistic="max", eps_hint=hint)
+        assert e == pytest.approx(plain, rel=1e-9, abs=1e-12), (d, hint)
+        if e > 0:
+            assert R.sg_delta_ref(e, sigma, q, T, d) >= 1e-5 * (1 - 1e-13)
+        if ref is not None:
+            assert e == pytest.approx(max(ref, 0.0), rel=1e-9, abs=1e-12)
+
+
+def test_epsilon_lower_rejects_a_bad_hint():
+    for bad in (0.0, -1.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match="eps_hint"):
+            LB.epsilon_lower([(SG(1.0, 0.1), 1)], 1e-5, eps_hint=bad)
+    with pytest.raises(TypeError, match="eps_hint"):
+        LB.epsilon_lower([(SG(1.0, 0.1), 1)], 1e-5, eps_hint="1")
+
+
 def test_epsilon_lower_T3():
     e = LB.epsilon_lower([(SG(1.1, 0.01), 3)], 1e-5, "remove")
     assert R.sg_delta_ref(e, 1.1, 0.01, 3, "remove") >= 1e-5
