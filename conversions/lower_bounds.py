@@ -109,8 +109,9 @@ def epsilon_lower(entries, delta: float, direction: str = "remove", statistic: s
     eps(delta) >= 0).  Lower bound.
 
     ``eps_hint`` (optional, > 0): an estimate of eps(delta), e.g. a certified upper bound from a route,
-    where the max statistic's root search starts (about half the evaluations when it is within a few %
-    of the root); only the work depends on it, the value returned is certified either way.
+    where the max statistic's root search starts (q = 1e-4, sigma = 1, T = 10, delta = 1e-12, hint = the
+    routes' upper bound: 34 instead of 47 evaluations over both directions); only the work depends on
+    it, the value returned is certified either way.
     """
     if isinstance(delta, bool) or not isinstance(delta, (int, float, np.integer, np.floating)):
         raise TypeError(f"delta must be a real number, got {type(delta).__name__}")
