@@ -1,13 +1,17 @@
 """The regimes sweep: DP-SGD certificates over q x sigma x T x delta, with dp-accounting side by side.
 
 ``python -m benchmarks.sweep_regimes [--quick] [--every K] [--no-peers] [--peer-timeout S]
-[--peers-from JSON] [--out DIR]``
+[--peers-from JSON] [--repeats N] [--out DIR]``
 
 For each setting (Poisson-subsampled Gaussian, add/remove, ``method="auto"``) it records the certified
 epsilon, the certified lower bound, the bracket width, the route auto chose and the warm query time
-(the median of two queries on a fresh accountant, after one warm-up query that compiles the kernels),
-as CPU time of this process (``time.process_time``: the numeric core is single-threaded, so it is the
-wall time on an idle core and stays meaningful on a shared machine) and as wall time.
+(the median of ``--repeats`` queries, default 3, each on a fresh accountant, after one warm-up query
+that compiles the kernels), as CPU time of this process (``time.process_time``: the numeric core is
+single-threaded, so it is the wall time on an idle core and stays meaningful on a shared machine) and as
+wall time.
+Three repeats, not two: on the 2-core VM the median of two (their mean) let one slow repeat carry a
+query across 100 ms -- three runs at one revision counted 8, 5 and 7 queries over, two runs with three
+repeats 4 and 4.
 Settings come in chains over T (and a few over q and sigma), so the sweep also counts non-monotone
 certificates: a certified epsilon that decreases while the true one cannot.
 
@@ -69,7 +73,7 @@ print(json.dumps([eps, 1e3 * (time.process_time() - t0)]))
 """
 
 
-def _dpcert(q: float, sigma: float, steps: int, delta: float) -> dict:
+def _dpcert(q: float, sigma: float, steps: int, delta: float, repeats: int = 3) -> dict:
     from accountant import PrivacyAccountant
 
     def query():
@@ -80,7 +84,7 @@ def _dpcert(q: float, sigma: float, steps: int, delta: float) -> dict:
 
     query()  # warm-up: compiles / loads the kernels of this route
     times, walls, cert = [], [], None
-    for _ in range(2):
+    for _ in range(repeats):
         t0, w0 = time.process_time(), time.perf_counter()
         cert = query()
         times.append(time.process_time() - t0)
@@ -126,7 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--every", type=int, default=1, help="run every K-th setting only (a quick subset)")
     p.add_argument("--peers-from", default=None, help="reuse the peer's values from this earlier JSON")
     p.add_argument("--out", default=str(ROOT / "results"), help="output directory")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="timed queries per setting (their median is reported)")
     args = p.parse_args(argv)
+    if args.repeats < 1:
+        p.error(f"--repeats must be >= 1, got {args.repeats}")
     peers = not args.no_peers
     if peers:
         try:
@@ -143,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     todo = settings(args.quick)[::max(1, args.every)]
     for i, (chain, q, s, t, d) in enumerate(todo):
-        row = {"chain": chain, "q": q, "sigma": s, "T": t, "delta": d, **_dpcert(q, s, t, d)}
+        row = {"chain": chain, "q": q, "sigma": s, "T": t, "delta": d, **_dpcert(q, s, t, d, args.repeats)}
         if peers:
             row.update(known.get((q, s, t, d)) or _peer(q, s, t, d, args.peer_timeout))
             pv = row["peer"]
