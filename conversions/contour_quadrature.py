@@ -51,8 +51,10 @@ def _aliasing_step(x: float) -> float:
     return math.log1p(math.exp(x)) if x < 700 else x
 
 
-def _plan(pld: ComposedPLD, c: float, eps_ref: float, log_target: float) -> _Plan | None:
-    """Step h (aliasing bound) and truncation U (envelope bound) for the line Re s = c."""
+def _plan(pld: ComposedPLD, c: float, eps_ref: float, log_target: float,
+          budget: float = WORK_BUDGET) -> _Plan | None:
+    """Step h (aliasing bound) and truncation U (envelope bound) for the line Re s = c; U stops doubling
+    before the line's work would exceed ``budget`` (units of ``ComposedPLD.work``)."""
     lm = pld.log_mgf_real
     shift = lm(c)
     if not math.isfinite(shift):
@@ -82,22 +84,24 @@ def _plan(pld: ComposedPLD, c: float, eps_ref: float, log_target: float) -> _Pla
     u = max(8 * h, 1e-3)
     while True:
         log_t = pld.log_env_r(c, u) - shift - math.log(math.pi * u) + scale_log
-        if log_t <= lam or 2.0 * u / h > MAX_NODES or pld.work(2.0 * u, h, c) > WORK_BUDGET:
+        if log_t <= lam or 2.0 * u / h > MAX_NODES or pld.work(2.0 * u, h, c) > budget:
             break  # (the next doubling would exceed the node or work cap: stop below it)
         u *= 2.0
     return _Plan(c, h, cp, min(u, h * MAX_NODES), h_up < max(h_low1, h_low2), log_t - lam)
 
 
 def _best_plan(pld: ComposedPLD, eps_ref: float, log_target: float,
-               c_hint: float | None = None, error_floor: bool = False) -> _Plan:
+               c_hint: float | None = None, error_floor: bool = False,
+               budget: float = WORK_BUDGET) -> _Plan:
     """:func:`_fewest_nodes_plan`; with ``error_floor``, moved up to a line where the declared MGF errors
     can meet the target (:func:`_above_error_floor`: for far tails, where the floor is near delta
     itself; at ordinary targets, far below the accuracy asked for, it would only cost nodes)."""
-    plan = _fewest_nodes_plan(pld, eps_ref, log_target, c_hint)
-    return _above_error_floor(pld, plan, eps_ref, log_target) if error_floor else plan
+    plan = _fewest_nodes_plan(pld, eps_ref, log_target, c_hint, budget)
+    return _above_error_floor(pld, plan, eps_ref, log_target, budget) if error_floor else plan
 
 
-def _above_error_floor(pld: ComposedPLD, plan: _Plan, eps_ref: float, log_target: float) -> _Plan:
+def _above_error_floor(pld: ComposedPLD, plan: _Plan, eps_ref: float, log_target: float,
+                       budget: float = WORK_BUDGET) -> _Plan:
     """The declared MGF errors limit the accuracy on the line Re s = c to about
     expm1(err(c)) M(c) e^{-c eps} / (2c) (the nodes' kernel weights 1/|s (s + 1)| sum to at most
     ~1/(2c)): far below the line's Chernoff scale (far tails, many steps of a numerical kernel) that
@@ -128,12 +132,12 @@ def _above_error_floor(pld: ComposedPLD, plan: _Plan, eps_ref: float, log_target
             break
     if best_c == plan.c:
         return plan
-    p = _plan(pld, best_c, eps_ref, log_target)
+    p = _plan(pld, best_c, eps_ref, log_target, budget)
     return plan if p is None else p
 
 
 def _fewest_nodes_plan(pld: ComposedPLD, eps_ref: float, log_target: float,
-                       c_hint: float | None = None) -> _Plan:
+                       c_hint: float | None = None, budget: float = WORK_BUDGET) -> _Plan:
     """Among lines near the saddle point, the one needing the fewest nodes.
 
     Lines far above the saddle make the integrand much larger than delta (floating-point error grows
@@ -151,7 +155,7 @@ def _fewest_nodes_plan(pld: ComposedPLD, eps_ref: float, log_target: float,
         return pld.log_mgf_real(c) - c * eps_ref - math.log(c * (c + 1.0))
 
     g0 = g(c0)
-    best = _plan(pld, c0, eps_ref, log_target)
+    best = _plan(pld, c0, eps_ref, log_target, budget)
     if best is not None and best.nodes > 128 and best.h_from_upper:
         # the aliasing step shrinks fast above the saddle when M grows steeply (subsampled Gaussian
         # at small q): when that bound sets the step, one or two grid steps below often need far
@@ -160,16 +164,16 @@ def _fewest_nodes_plan(pld: ComposedPLD, eps_ref: float, log_target: float,
             c = c0 * f
             if g(c) - g0 > math.log(1e4):
                 break
-            p = _plan(pld, c, eps_ref, log_target)
+            p = _plan(pld, c, eps_ref, log_target, budget)
             if p is None or p.nodes >= best.nodes:
                 break
             best = p
-    if best is not None and best.nodes <= 2048 and pld.work(best.u, best.h, best.c) <= WORK_BUDGET / 2:
+    if best is not None and best.nodes <= 2048 and pld.work(best.u, best.h, best.c) <= budget / 2:
         return best  # the line is cheap and uncapped: skip the wider search (each plan costs envelopes)
     for c in sorted({c0 * f for f in (2.0, 4.0)} | {1.0, 2.0, 4.0}):
         if c <= 0 or c >= pld.max_order or (c != c0 and g(c) - g0 > math.log(1e4)):
             continue
-        p = _plan(pld, c, eps_ref, log_target)
+        p = _plan(pld, c, eps_ref, log_target, budget)
         if p is not None and (best is None or p.nodes < best.nodes):
             best = p
     if best is None:
@@ -184,6 +188,7 @@ class _Grid:
         self.pld = pld
         c = self.c = plan.c
         self.h, self.cp = plan.h, plan.cp
+        self.capped = plan.log_short > 0.0  # (the work or node cap, not the target, set U)
         lm = pld.log_mgf_real
         self.shift = lm(c)
         self.log_kappa_mcp = _log_kappa(self.cp) + lm(self.cp)
@@ -335,7 +340,7 @@ def _combine(pld: ComposedPLD, grid: _Grid | None, eps: float) -> tuple[float, f
         lower = min(b_lo, upper)
         return min(max(base, lower), upper), lower, upper, details
     details = {"c": grid.c, "h": grid.h, "nodes": int(grid.t.size), "U": grid.u_trunc,
-               "error_rel": (r_up - r_lo) / max(base + r_est, 1e-300)}
+               "error_rel": (r_up - r_lo) / max(base + r_est, 1e-300), "truncation_capped": grid.capped}
     upper = min(1.0, _add_up(b_up, r_up))
     lower = min(math.nextafter(b_lo + r_lo, 0.0) if b_lo + r_lo > 0.0 else 0.0, upper)
     est = min(max(base + r_est, lower), upper)

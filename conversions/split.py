@@ -73,6 +73,13 @@ EPS_ATOL = 1e-4
 #: (without the work bound: 26 lower, but 6 more queries over 100 ms)
 POLISH_RTOL = 1e-6
 POLISH_WORK = 1e7
+#: the polishing pass's part contours may plan up to this much work per line (``contour.WORK_BUDGET``,
+#: 16x: the truncation U of a near-atomic core stops doubling at the budget, and then the truncation
+#: term, not the target, sets the width).  Regimes sweep: 4 upper ends lower, none higher, none slower
+#: (e.g. q = 0.01, sigma = 0.5, T = 100: [6.4762031, 6.4762124] -> [6.47620998, 6.47621001], below
+#: dp-accounting's 6.4762102; q = 0.001, sigma = 0.5, T = 100: [2.1086452, 2.1086454] ->
+#: [2.10864528, 2.10864532])
+POLISH_BUDGET = 16.0 * C.WORK_BUDGET
 
 
 def _eps_narrow(lo: float, up: float) -> bool:
@@ -184,13 +191,14 @@ class _PartGrid:
 
     def __init__(self, pld: C.ComposedPLD, eps_ref: float, log_target: float, skip_if_capped: bool,
                  rtol: float, chernoff_only: bool = False, c_hint: float | None = None,
-                 error_floor: bool = False):
+                 error_floor: bool = False, budget: float = C.WORK_BUDGET):
         self.pld = pld
         self.grid = None
         self.c_ch = pld.saddle(eps_ref) if c_hint is None else pld.saddle_near(eps_ref, c_hint)
         self.log_ch0 = pld.chernoff_log_delta(self.c_ch, eps_ref)
         if not chernoff_only:
-            plan = C._best_plan(pld, eps_ref, log_target, c_hint=self.c_ch, error_floor=error_floor)
+            plan = C._best_plan(pld, eps_ref, log_target, c_hint=self.c_ch, error_floor=error_floor,
+                                budget=budget)
             self.grid = C._Grid(pld, C._check_plan(pld, plan, skip_if_capped, rtol))
         self._memo: dict = {}
 
@@ -271,11 +279,12 @@ def _other_cuts(x: float, chosen: float, lo: float, up: float, narrow, at_cut):
 
 def _parts(entries, direction: str, eps_ref: float, log_target: float, skip_if_capped: bool, rtol: float,
            ell_cut: float | None, meter: _Meter, chernoff_only: bool = False, hints: dict | None = None,
-           error_floor: bool = False):
+           error_floor: bool = False, budget: float = C.WORK_BUDGET):
     """(split, core, remainder) for a query near eps_ref (see ``CUT_FACTORS``); ``chernoff_only``: both
     parts bounded by their Chernoff bounds (a cheap, rigorous first pass).  ``hints`` (updated): the lines
     found by the previous pass, where the line searches start; ``error_floor``: integrated parts on lines
-    where the declared MGF errors can meet the target (``contour._best_plan``)."""
+    where the declared MGF errors can meet the target (``contour._best_plan``); ``budget``: the work an
+    integrated part's line may plan (``contour.WORK_BUDGET``)."""
     hints = {} if hints is None else hints
     tgt = log_target + math.log(NEGLIGIBLE)
     factors = CUT_FACTORS if ell_cut is None else (ell_cut / max(eps_ref, 1e-300),)
@@ -299,10 +308,10 @@ def _parts(entries, direction: str, eps_ref: float, log_target: float, skip_if_c
                 return _sc, core_ch, rem_ch
             core = (core_ch if core_ch.log_ch0 < tgt
                     else _PartGrid(_sc.core, eps_ref, log_target, skip_if_capped, rtol, False, core_ch.c_ch,
-                                   error_floor))
+                                   error_floor, budget))
             rem = (rem_ch if rem_ch.log_ch0 < tgt
                    else _PartGrid(_sc.rem, eps_ref, log_target, skip_if_capped, rtol, False, rem_ch.c_ch,
-                                  error_floor))
+                                  error_floor, budget))
             return _sc, core, rem
 
         out = meter.run(sc.plds, plan)
@@ -401,11 +410,12 @@ def split_delta_bounds(entries, eps: float, direction: str = "remove", rtol: flo
 
 def _polish(entries, direction: str, lo: float, up: float, log_target: float, skip_if_capped: bool,
             rtol: float, cut: float | None, meter: _Meter, hints: dict, solve) -> tuple[float, float]:
-    """[lo, up] intersected with the bracket of one more integrated pass at ``cut`` (``POLISH_RTOL``),
-    or unchanged when that pass cannot be integrated or meets the work or time limit."""
+    """[lo, up] intersected with the bracket of one more integrated pass at ``cut`` (``POLISH_RTOL``,
+    lines planned up to ``POLISH_BUDGET``), or unchanged when that pass cannot be integrated or meets
+    the work or time limit."""
     try:
         sc, core, rem = _parts(entries, direction, up, log_target + math.log(POLISH_RTOL / EPS_RTOL),
-                               skip_if_capped, rtol, cut, meter, hints=hints)
+                               skip_if_capped, rtol, cut, meter, hints=hints, budget=POLISH_BUDGET)
         r = meter.run(sc.plds, lambda: solve(core, rem, up))
     except (C.WouldBeCapped, C.WorkLimitReached):
         return lo, up

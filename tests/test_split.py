@@ -333,3 +333,39 @@ def test_stalled_split_still_overlaps_the_pld(T):
     s = split.split_epsilon_bounds(entries, 1e-5, "remove", 1e-4)
     p = pld.pld_epsilon_bounds(entries, 1e-5, "remove", 1e-3)
     assert 0.0 <= s.lower <= s.upper and s.lower <= p.upper and p.lower <= s.upper
+
+
+def test_polish_plans_past_the_truncation_cap(monkeypatch):
+    # q = 0.01, sigma = 0.5, T = 100 (remove): the polishing pass's core line stops doubling its truncation
+    # U at the work budget, so with the ordinary budget the truncation term sets the width (~1.4e-6
+    # relative); with ``POLISH_BUDGET`` the same pass is planned past it.  Both brackets are certified:
+    # the polished one lies inside the other, is far narrower, and overlaps the discretised PLD's (an
+    # independent route)
+    entries = [(SubsampledGaussian(sigma=0.5, sample_rate=0.01), 100)]
+    monkeypatch.setattr(split, "POLISH_BUDGET", contour.WORK_BUDGET)
+    capped = split.split_epsilon_bounds(entries, 1e-5, "remove", 1e-4)  # (the cf route's rtol)
+    monkeypatch.undo()
+    polished = split.split_epsilon_bounds(entries, 1e-5, "remove", 1e-4)
+    assert capped.upper - capped.lower > 1e-6 * capped.upper  # (the cap set the width)
+    assert capped.lower <= polished.lower <= polished.upper <= capped.upper
+    assert polished.upper - polished.lower <= 1e-7 * polished.upper
+    p = pld.pld_epsilon_bounds(entries, 1e-5, "remove", 1e-3)
+    assert polished.lower <= p.upper and p.lower <= polished.upper
+
+
+def test_cf_route_splits_a_truncation_capped_contour():
+    # q = 0.02, sigma = 0.6, T = 100, delta = 1e-3: the plain contour's plan is cut short by the work cap
+    # (``truncation_capped``) and its bracket is ~1.4e-6 relative wide, below the split's usual trigger
+    # (``SPLIT_RTOL``); the route then runs the split too and intersects (both certified).  The answer lies
+    # inside the plain contour's bracket, is far narrower, and overlaps the discretised PLD's
+    entries = [(SubsampledGaussian(sigma=0.6, sample_rate=0.02), 100)]
+    plain = contour.epsilon_bounds(contour.ComposedPLD(entries, "remove"), 1e-3)
+    assert plain.details["truncation_capped"]
+    assert plain.upper - plain.lower > 1e-6 * plain.upper
+    acct = PrivacyAccountant().step(sigma=0.6, sample_rate=0.02, steps=100)
+    c = acct.certificate(delta=1e-3, method="cf")
+    assert c.details["direction"] == "remove"
+    assert plain.lower <= c.lower_bound <= c.epsilon <= plain.upper
+    assert c.epsilon - c.lower_bound <= 1e-7 * c.epsilon
+    p = pld.pld_epsilon_bounds(entries, 1e-3, "remove", 1e-3)
+    assert c.lower_bound <= p.upper and p.lower <= c.epsilon
