@@ -410,6 +410,46 @@ def test_atoms_too_many_to_enumerate_stay_in_the_integrand(monkeypatch):
         assert got.lower <= ex.upper and ex.lower <= got.upper, (eps, got, ex)
 
 
+def _rr_mix_delta_ref(eps: float, k1: int, e1: float, k2: int, e2: float) -> float:
+    """delta(eps) of k1 x RR(e1) composed with k2 x RR(e2), remove direction, by the direct 2-D sum over
+    the binomial counts (K, J) of +e1 and +e2 losses: no atom merging, no sorting, no contour; the
+    masses by scipy's binomial pmf, the sum in float64 with the terms in log space."""
+    from scipy.stats import binom
+
+    p1, p2 = 1.0 / (1.0 + math.exp(-e1)), 1.0 / (1.0 + math.exp(-e2))
+    kk, jj = np.arange(k1 + 1), np.arange(k2 + 1)
+    l1, l2 = (2.0 * kk - k1) * e1, (2.0 * jj - k2) * e2
+    lw1, lw2 = binom.logpmf(kk, k1, p1), binom.logpmf(jj, k2, p2)
+    loss = l1[:, None] + l2[None, :]
+    gap = np.maximum(loss - eps, 0.0)  # (atoms at or below eps contribute nothing)
+    with np.errstate(divide="ignore"):
+        lt = np.where(loss > eps, lw1[:, None] + lw2[None, :] + np.log(-np.expm1(-gap)), -np.inf)
+    m = float(np.max(lt))
+    return math.exp(m) * float(np.sum(np.exp(lt - m)))
+
+
+def test_issue_rr_lattice_row_is_enumerated_exactly():
+    """The issue's row 1000 x RR(1) + 1000 x RR(0.7317) (two incommensurate lattices, 1.0e6 distinct
+    losses, more than the old 4e5 enumeration cap): the composed atoms are enumerated (``MAX_ATOMS``),
+    so delta(10) and delta at the 1e-5 tail come out exact (relative width <= 1e-9) and contain the direct
+    2-D binomial sum; the eps query's bracket brackets the root of that reference."""
+    entries = [(RandomizedResponse(epsilon=1.0), 1000), (RandomizedResponse(epsilon=0.7317), 1000)]
+    pld = contour.ComposedPLD(entries)
+    assert pld.atoms_exact and pld.purely_atomic and pld.atoms.size > 400_000
+    for eps in (10.0, 866.0):
+        ref = _rr_mix_delta_ref(eps, 1000, 1.0, 1000, 0.7317)
+        got = contour.delta_bounds(pld, eps)
+        assert got.lower <= ref * (1 + 1e-10) and ref * (1 - 1e-10) <= got.upper, (eps, got, ref)
+        assert got.upper - got.lower <= 1e-9 * got.upper
+    acct = PrivacyAccountant()
+    acct.compose(RandomizedResponse(epsilon=1.0), times=1000)
+    acct.compose(RandomizedResponse(epsilon=0.7317), times=1000)
+    c = acct.certificate(delta=1e-5)
+    assert c.epsilon - c.lower_bound <= 1e-9 * c.epsilon
+    assert _rr_mix_delta_ref(c.lower_bound * (1 - 1e-9), 1000, 1.0, 1000, 0.7317) >= 1e-5
+    assert _rr_mix_delta_ref(c.epsilon * (1 + 1e-9), 1000, 1.0, 1000, 0.7317) <= 1e-5
+
+
 def test_trapezoid_phase_rotation_stays_within_its_rounding_allowance():
     """trapezoid_sum rotates e^{-i h eps} between exact anchors: against phases computed node by node
     (numpy), the sum differs by less than the allowance of the certified error: 4 PHASE_ANCHOR ulps
