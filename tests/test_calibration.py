@@ -127,3 +127,41 @@ def test_calibrated_sigma_is_minimal_against_the_gaussian_closed_form():
     sigma_true = math.sqrt(T) / mu
     c = calibrate_sigma(eps, delta, 1.0, T)
     assert sigma_true * (1 - 1e-9) <= c.value <= sigma_true * (1 + 1e-4)
+
+
+def test_cheap_halvings_decide_as_auto_does(monkeypatch):
+    """The issue's extreme target (epsilon 1e6 at q = 0.01, T = 1000: nine halvings from sigma = 1): the
+    halvings a cheap certified bound decides give the very sigma the auto-only search gives, with fewer
+    full evaluations; the result is minimal (sigma 1e-3 lower certifies more than the target)."""
+    from accountant import calibration
+
+    fast = calibrate_sigma(1e6, 1e-5, 0.01, 1000)
+    monkeypatch.setattr(calibration, "_cheap_bound_within", lambda *_: False)
+    slow = calibrate_sigma(1e6, 1e-5, 0.01, 1000)
+    assert fast.value == slow.value and fast.epsilon == slow.epsilon
+    assert fast.evaluations < slow.evaluations
+    assert fast.epsilon <= 1e6 < _eps(fast.value * (1 - 1e-3), 0.01, 1000, method="auto")
+
+
+@pytest.mark.parametrize("sigma, q, steps", [(0.9, 0.01, 1000), (0.003, 0.01, 1000), (0.05, 0.01, 100),
+                                             (2.0, 1e-3, 10_000)])
+def test_cheap_bound_decision_implies_auto_within_target(sigma, q, steps):
+    """``_cheap_bound_within`` says "within the target" only where auto's certified epsilon is within it:
+    at targets just above and below the cheap bounds (RDP, and the sample-count bound where auto runs
+    it) and at auto's own value, every True is checked against auto."""
+    from accountant import calibration
+
+    auto = _eps(sigma, q, steps, method="auto")
+    cheap = [_eps(sigma, q, steps, method="rdp")]
+    if sigma <= 1 / 8:
+        cheap.append(_eps(sigma, q, steps, method="count"))
+    trues = 0
+    for base in cheap + [auto]:
+        for f in (0.99, 0.9985, 0.999, 1.0, 1.001, 1.0021, 1.01, 2.0):
+            target = base * f
+            if calibration._cheap_bound_within(sigma, q, steps, 1e-5, target, None):
+                trues += 1
+                assert auto <= target, (sigma, q, steps, base, f)
+    assert trues > 0  # (it decided something)
+    # below the cheap bound by more than the margin it never decides
+    assert not calibration._cheap_bound_within(sigma, q, steps, 1e-5, 0.999 * min(cheap), None)
