@@ -251,9 +251,9 @@ def dpsgd_schedule(sample_rate: float | None = None, steps: int | None = None, *
     return q, steps, details
 
 
-def _dpsgd_eps(sigma: float, sample_rate: float, steps: int, delta: float, method: str,
-               sampler: dict | None = None) -> float:
-    """Certified epsilon of ``steps`` DP-SGD steps; ``sampler`` (keyword arguments of
+def _dpsgd_accountant(sigma: float, sample_rate: float, steps: int,
+                      sampler: dict | None = None) -> PrivacyAccountant:
+    """An accountant holding ``steps`` DP-SGD steps; ``sampler`` (keyword arguments of
     :meth:`PrivacyAccountant.step` plus ``relation``) selects a batch sampler other than Poisson."""
     if sampler is None:
         acct = PrivacyAccountant()
@@ -262,7 +262,13 @@ def _dpsgd_eps(sigma: float, sample_rate: float, steps: int, delta: float, metho
         kw = dict(sampler)
         acct = PrivacyAccountant(relation=kw.pop("relation"))
         acct.step(sigma=sigma, steps=steps, **kw)
-    return acct.epsilon(delta, method=method)
+    return acct
+
+
+def _dpsgd_eps(sigma: float, sample_rate: float, steps: int, delta: float, method: str,
+               sampler: dict | None = None) -> float:
+    """Certified epsilon of ``steps`` DP-SGD steps (``_dpsgd_accountant``)."""
+    return _dpsgd_accountant(sigma, sample_rate, steps, sampler).epsilon(delta, method=method)
 
 
 def _sampler(sampling: str, relation: str, batch_size, dataset_size, steps_per_epoch,
@@ -326,12 +332,7 @@ def _cheap_bound_within(sigma: float, sample_rate: float, steps: int, delta: flo
     runs."""
     from . import route_choice
 
-    acct = PrivacyAccountant() if sampler is None else PrivacyAccountant(relation=sampler["relation"])
-    if sampler is None:
-        acct.step(sigma=sigma, sample_rate=sample_rate, steps=steps)
-    else:
-        kw = {k: v for k, v in sampler.items() if k != "relation"}
-        acct.step(sigma=sigma, steps=steps, **kw)
+    acct = _dpsgd_accountant(sigma, sample_rate, steps, sampler)
     names = {r.name: r for r in route_choice.auto_candidates(acct._ledger)}
     cheap = [names[n] for n in ("count", "rdp") if n in names]
     if not cheap:
@@ -433,8 +434,11 @@ def calibrate_sigma(target_epsilon: float, delta: float | None = None, sample_ra
     # the same decision as auto when it decides (``_cheap_bound_within``): a target far above the RDP
     # bound at sigma = 1 (e.g. 1e6 at q = 0.01, T = 1000: 9 halvings, 2.6 -> 1.4 s) halves many times
     cheap_first = False
-    while (cheap_first and _cheap_bound_within(lo, q, steps, delta, target, sampler)) or ok(lo):
-        if show and lo not in seen:
+    while True:
+        by_cheap = cheap_first and _cheap_bound_within(lo, q, steps, delta, target, sampler)
+        if not (by_cheap or ok(lo)):
+            break
+        if show and by_cheap:
             show(f"  [cheap] sigma={lo:.8g}: a cheap certified bound (RDP or sample count) is within target")
         cheap_first = method == "auto"
         hi, lo = lo, lo / 2.0
