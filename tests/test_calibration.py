@@ -165,3 +165,22 @@ def test_cheap_bound_decision_implies_auto_within_target(sigma, q, steps):
     assert trues > 0  # (it decided something)
     # below the cheap bound by more than the margin it never decides
     assert not calibration._cheap_bound_within(sigma, q, steps, 1e-5, 0.999 * min(cheap), None)
+
+
+def test_a_wrong_cheap_decision_cannot_return_an_unsafe_sigma(monkeypatch):
+    """Soundness backstop: the bracket's safe end is always re-checked with auto (the interpolating
+    search evaluates it and requires value(hi) <= target), so a cheap check that wrongly said "within"
+    (here at sigma = 0.25, where auto certifies ~122 > 20) makes the calibration fail loudly instead of
+    returning a sigma whose certified epsilon exceeds the target."""
+    from accountant import calibration
+
+    calls = []
+
+    def liar(*_):
+        calls.append(1)
+        return len(calls) == 1
+
+    monkeypatch.setattr(calibration, "_cheap_bound_within", liar)
+    with pytest.raises(ValueError):
+        calibrate_sigma(20.0, 1e-5, 0.01, 1000)
+    assert calls  # (the cheap check was consulted)
