@@ -18,7 +18,6 @@ import math
 import numpy as np
 from numba import njit
 
-from ._nufft_kernels import nufft1
 from ._numerics import log_expm1_scalar as _log_expm1
 
 LOG3 = math.log(3.0)
@@ -406,12 +405,6 @@ def _mgf_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span):  # pragma: n
     return fmax, a, b
 
 
-#: lines with at least this many equally spaced nodes are summed by the type-1 NUFFT on one grid (measured
-#: per line: 65 nodes at t <= 1.8e4 66 ms vs 123 ms direct, whose blocks of 64 need a second grid; 17
-#: nodes 26 vs 19 ms)
-NUFFT_MIN_NODES = 48
-
-
 @njit(**_HELPER)
 def _line_grid(tmax, wr, q, mu, lq, l1q, a, b, dx_max, fmax, xcut, tau, part, sgn):
     # pragma: no cover - compiled
@@ -429,114 +422,3 @@ def _line_grid(tmax, wr, q, mu, lq, l1q, a, b, dx_max, fmax, xcut, tau, part, sg
         g[i] = wgt * math.exp(f)
         el[i] = sgn * ell  # (add: the phase of e^{-i t l})
     return g, el, dx
-
-
-@njit(**_HELPER)
-def _evenly_spaced(ts, start, stop):  # pragma: no cover - compiled
-    h = ts[start + 1] - ts[start] if stop - start > 1 else 0.0
-    for k in range(start + 1, stop):
-        if abs((ts[k] - ts[start]) - (k - start) * h) > 1e-12 * (abs(ts[k]) + 1.0):
-            return False
-    return True
-
-
-@njit(cache=True)
-def sg_line_log_mgf(c, ts, q, mu, add, dx_max, span, xcut, tau, part,
-                    nufft_min=NUFFT_MIN_NODES):  # pragma: no cover - compiled
-    """``sg_log_mgf`` (unsplit, ``part`` = -1, or of a split part 0 or 1) at s = c + i t for every t in
-    ``ts`` (one line).
-
-    The same trapezoid rule, window and step rule per node as ``sg_log_mgf`` (so the same declared
-    error), organised for many nodes on one line: the window depends only on Re s = c and is found
-    once.  At least ``nufft_min`` equally spaced nodes t_k = t_0 + k h: one x-grid, whose step obeys
-    the rule of the largest |t| (a finer step than a node needs only lowers its error), and the sums
-    S_k = sum_i g_i e^{i t_k l_i} as a type-1 NUFFT (:mod:`mechanisms._nufft_kernels`: weights
-    g_i e^{i t_mid l_i}, phases h l_i, algorithmic error <= 1e-15 of sum_i g_i, i.e. of M(c) on this
-    grid, plus ~60 ulps of rounding -- far below the declared error).  Otherwise nodes are taken in
-    blocks of 64, each block on one x-grid for its largest |t|; on that grid the magnitudes and losses
-    are computed once, and the phases e^{i t l(x)} of equally spaced nodes by rotation with
-    e^{i h l(x)}, re-anchored by exact cos/sin every 16 nodes (adds < 40 ulps relative to the sum of
-    moduli, far below the declared error).
-    """
-    n = ts.shape[0]
-    out_re = np.empty(n)
-    out_im = np.empty(n)
-    if n == 0:
-        return out_re, out_im
-    lq = math.log(q)
-    l1q = math.log1p(-q)
-    half_log_2pi = 0.5 * math.log(2.0 * math.pi)
-    sgn = -1.0 if add else 1.0
-    wr = -c if add else c + 1.0
-    lo, hi = _search_range(wr, q, mu, lq, l1q, span)
-    fmax, a, b = _mgf_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span)
-    if n >= nufft_min and _evenly_spaced(ts, 0, n):
-        tmax = max(abs(ts[0]), abs(ts[n - 1]))
-        g, el, dx = _line_grid(tmax, wr, q, mu, lq, l1q, a, b, dx_max, fmax, xcut, tau, part, sgn)
-        h = ts[1] - ts[0]
-        t_mid = ts[0] + (n // 2) * h
-        m1 = g.shape[0]
-        a_re = np.empty(m1)
-        a_im = np.empty(m1)
-        theta = np.empty(m1)
-        for i in range(m1):
-            ph = t_mid * el[i]
-            a_re[i] = g[i] * math.cos(ph)
-            a_im[i] = g[i] * math.sin(ph)
-            theta[i] = h * el[i]
-        s_re = np.empty(n)
-        s_im = np.empty(n)
-        nufft1(a_re, a_im, theta, n, s_re, s_im)
-        for k in range(n):
-            acc_re = s_re[k] * dx
-            acc_im = s_im[k] * dx
-            modulus = math.sqrt(acc_re * acc_re + acc_im * acc_im)
-            out_re[k] = math.log(modulus) + fmax - half_log_2pi
-            out_im[k] = math.atan2(acc_im, acc_re)
-        return out_re, out_im
-    blk = 64
-    for start in range(0, n, blk):
-        stop = min(n, start + blk)
-        tmax = 0.0
-        for k in range(start, stop):
-            tmax = max(tmax, abs(ts[k]))
-        g, el, dx = _line_grid(tmax, wr, q, mu, lq, l1q, a, b, dx_max, fmax, xcut, tau, part, sgn)
-        m = g.shape[0] - 1
-        # equally spaced nodes in this block: rotations
-        h = ts[start + 1] - ts[start] if stop - start > 1 else 0.0
-        even = _evenly_spaced(ts, start, stop)
-        zr = np.empty(m + 1)
-        zi = np.empty(m + 1)
-        rr = np.empty(m + 1)
-        ri = np.empty(m + 1)
-        for k in range(start, stop):
-            t = ts[k]
-            anchor = (not even) or ((k - start) % 16 == 0)
-            acc_re = 0.0
-            acc_im = 0.0
-            if anchor:
-                for i in range(m + 1):
-                    ph = t * el[i]
-                    zr[i] = math.cos(ph)
-                    zi[i] = math.sin(ph)
-                    acc_re += g[i] * zr[i]
-                    acc_im += g[i] * zi[i]
-                if even and k == start:
-                    for i in range(m + 1):
-                        ph = h * el[i]
-                        rr[i] = math.cos(ph)
-                        ri[i] = math.sin(ph)
-            else:
-                for i in range(m + 1):
-                    xr = zr[i] * rr[i] - zi[i] * ri[i]
-                    xi = zr[i] * ri[i] + zi[i] * rr[i]
-                    zr[i] = xr
-                    zi[i] = xi
-                    acc_re += g[i] * xr
-                    acc_im += g[i] * xi
-            acc_re *= dx
-            acc_im *= dx
-            modulus = math.sqrt(acc_re * acc_re + acc_im * acc_im)
-            out_re[k] = math.log(modulus) + fmax - half_log_2pi
-            out_im[k] = math.atan2(acc_im, acc_re)
-    return out_re, out_im

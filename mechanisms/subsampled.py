@@ -53,12 +53,12 @@ import numpy as np
 from . import validation as V
 from ._poisson_kernels import (
     poisson_rdp_int,
-    sg_line_log_mgf,
     sg_log_mgf,
     sg_phase_moment,
     sg_search_range,
     sg_window,
 )
+from ._sg_line_kernels import sg_line_log_mgf
 from .base import Mechanism, as_complex_array, check_direction
 from .registry import register
 from .sg_envelope import sg_envelope, shift_cost

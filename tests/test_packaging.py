@@ -148,7 +148,8 @@ def test_wheel_ships_kernels_the_first_query_loads_without_compiling(installed):
     assert any(n.startswith("mechanisms/__pycache__/_poisson_kernels.sg_log_mgf") for n in shipped), shipped
     code = (
         "from accountant import PrivacyAccountant\n"
-        "from mechanisms._poisson_kernels import sg_line_log_mgf, sg_log_mgf, sg_phase_moment\n"
+        "from mechanisms._poisson_kernels import sg_log_mgf, sg_phase_moment\n"
+        "from mechanisms._sg_line_kernels import sg_line_log_mgf\n"
         "from mechanisms._sg_envelope_kernels import sg_envelope_constants\n"
         "from conversions._kernels import grid_assemble, trapezoid_sum\n"
         "PrivacyAccountant().step(sigma=1.1, sample_rate=0.01, steps=10000).epsilon(1e-5)\n"
