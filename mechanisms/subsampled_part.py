@@ -122,7 +122,8 @@ class SubsampledGaussianPart(Mechanism):
     # -------------------------------------------------- cost bounds (the kernels' work at a given c)
     def _cf_zone(self) -> tuple[float, float]:
         """The x-range where the weight takes its continued fraction (37 <= -z <= 40, ``log_ndtr``; above
-        z = -37 it is an erfc, below -40 the leading asymptotic term)."""
+        z = -37 it is an erfc, below -40 the Mills ratio's asymptotic series: a few flops on the log that
+        the leading term took, within ``_OP_LW``'s rounding up)."""
         xcut, tau = float(self.x_cut), float(self.tau)
         if self.part == 0:
             return xcut + 37.0 * tau, xcut + 40.0 * tau
