@@ -82,19 +82,14 @@ def _phi(z):  # pragma: no cover - compiled
 
 
 @njit(**_HELPER)
-def _line_pieces(tmax, wr, q, mu, lq, l1q, a, b, dx_max, fmax, xcut, tau, part, sgn,
-               piece_min):  # pragma: no cover - compiled
-    """(g, el, scale): the trapezoid sums of the line kernel for the nodes up to |t| = ``tmax`` on the
-    window [a, b] are scale * sum_i g_i e^{i t el_i}: weighted magnitudes g (relative to e^{fmax}) and
-    phases per unit t, el = sgn l(x).
-
-    One uniform grid of ``sg_log_mgf``'s step (scale = the step), or, when that grid has at least
-    ``piece_min`` points and the pieces (module docstring) need fewer than 3/4 of them, the pieces'
-    grids one after the other (each g_i carries its piece's step and weight v_k; scale = 1)."""
+def _piece_plan(tmax, wr, q, mu, lq, l1q, a, b, dx_max, tau, part, piece_min, cut_x,
+                cut_tau):  # pragma: no cover - compiled
+    """(m, dx, h_fine, n_cuts, total): the one uniform grid a + i dx, i = 0..m (step ``h_fine`` of the
+    rule at b, or finer), and the cuts of the pieces (``cut_x``, ``cut_tau`` filled right to left;
+    n_cuts = 0: one grid) with their ``total`` number of points.  Pieces are planned only for grids of at
+    least ``piece_min`` points, and kept only where they need fewer than 3/4 of the grid's points."""
     h_fine = _part_step(tmax, wr, q, mu, lq, l1q, b, dx_max, tau, part)
     m, dx = _grid_step(a, b, h_fine)
-    cut_x = np.empty(_MAX_CUTS)
-    cut_tau = np.empty(_MAX_CUTS)
     n_cuts = 0
     if m + 1 >= piece_min:
         # cuts from the right: the piece left of a cut has PIECE_RATIO x the step of the piece right of it,
@@ -121,7 +116,25 @@ def _line_pieces(tmax, wr, q, mu, lq, l1q, a, b, dx_max, fmax, xcut, tau, part, 
             hi_k = b if k == n_cuts else min(b, cut_x[n_cuts - 1 - k] + PIECE_Z * cut_tau[n_cuts - 1 - k])
             h_k = h_fine if k == n_cuts else 0.25 * cut_tau[n_cuts - 1 - k]
             total += _grid_step(lo_k, hi_k, h_k)[0] + 1
-    if n_cuts == 0 or not 4 * total < 3 * (m + 1):
+        if not 4 * total < 3 * (m + 1):
+            n_cuts = 0
+    return m, dx, h_fine, n_cuts, total
+
+
+@njit(**_HELPER)
+def _line_pieces(tmax, wr, q, mu, lq, l1q, a, b, dx_max, fmax, xcut, tau, part, sgn,
+                 piece_min):  # pragma: no cover - compiled
+    """(g, el, scale): the trapezoid sums of the line kernel for the nodes up to |t| = ``tmax`` on the
+    window [a, b] are scale * sum_i g_i e^{i t el_i}: weighted magnitudes g (relative to e^{fmax}) and
+    phases per unit t, el = sgn l(x).
+
+    One uniform grid of ``sg_log_mgf``'s step (scale = the step), or the pieces' grids one after the
+    other (:func:`_piece_plan`; each g_i carries its piece's step and weight v_k; scale = 1)."""
+    cut_x = np.empty(_MAX_CUTS)
+    cut_tau = np.empty(_MAX_CUTS)
+    m, dx, h_fine, n_cuts, total = _piece_plan(tmax, wr, q, mu, lq, l1q, a, b, dx_max, tau, part, piece_min,
+                                               cut_x, cut_tau)
+    if n_cuts == 0:
         g = np.empty(m + 1)
         el = np.empty(m + 1)
         for i in range(m + 1):
@@ -287,13 +300,16 @@ def sg_line_log_mgf(c, ts, q, mu, add, dx_max, span, xcut, tau, part,
 @njit(cache=True)
 def sg_line_points(c, tmax, q, mu, add, dx_max, span, xcut, tau, part,
                    piece_min=PIECE_MIN_POINTS):  # pragma: no cover - compiled
-    """(points of the one uniform grid, points of the grid :func:`_line_pieces` builds) for the nodes up
-    to |t| = ``tmax`` on the line Re s = c (the kernels' window): how much the pieces save."""
+    """(points of the one uniform grid, points of the grid :func:`_line_pieces` builds: :func:`_piece_plan`)
+    for the nodes up to |t| = ``tmax`` on the line Re s = c (the kernels' window): how much the pieces
+    save."""
     lq = math.log(q)
     l1q = math.log1p(-q)
     wr = -c if add else c + 1.0
     lo, hi = _search_range(wr, q, mu, lq, l1q, span)
-    fmax, a, b = _mgf_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span)
-    m, _ = _grid_step(a, b, _part_step(tmax, wr, q, mu, lq, l1q, b, dx_max, tau, part))
-    g, _, _ = _line_pieces(tmax, wr, q, mu, lq, l1q, a, b, dx_max, fmax, xcut, tau, part, 1.0, piece_min)
-    return m + 1, g.shape[0]
+    _, a, b = _mgf_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span)
+    cut_x = np.empty(_MAX_CUTS)
+    cut_tau = np.empty(_MAX_CUTS)
+    m, _, _, n_cuts, total = _piece_plan(tmax, wr, q, mu, lq, l1q, a, b, dx_max, tau, part, piece_min, cut_x,
+                                         cut_tau)
+    return m + 1, (total if n_cuts > 0 else m + 1)
