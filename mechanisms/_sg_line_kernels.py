@@ -40,6 +40,7 @@ from ._poisson_kernels import (
     _HELPER,
     _ell,
     _grid_step,
+    _line_grid,
     _mgf_window,
     _part_step,
     _search_range,
@@ -132,19 +133,10 @@ def _line_pieces(tmax, wr, q, mu, lq, l1q, a, b, dx_max, fmax, xcut, tau, part, 
     other (:func:`_piece_plan`; each g_i carries its piece's step and weight v_k; scale = 1)."""
     cut_x = np.empty(_MAX_CUTS)
     cut_tau = np.empty(_MAX_CUTS)
-    m, dx, h_fine, n_cuts, total = _piece_plan(tmax, wr, q, mu, lq, l1q, a, b, dx_max, tau, part, piece_min,
-                                               cut_x, cut_tau)
-    if n_cuts == 0:
-        g = np.empty(m + 1)
-        el = np.empty(m + 1)
-        for i in range(m + 1):
-            x = a + i * dx
-            ell = _ell(x, q, mu, lq, l1q)
-            f = -0.5 * x * x + wr * ell - fmax + split_log_weight(x, xcut, tau, part)
-            wgt = 0.5 if (i == 0 or i == m) else 1.0
-            g[i] = wgt * math.exp(f)
-            el[i] = sgn * ell  # (add: the phase of e^{-i t l})
-        return g, el, dx
+    _, _, h_fine, n_cuts, total = _piece_plan(tmax, wr, q, mu, lq, l1q, a, b, dx_max, tau, part, piece_min,
+                                              cut_x, cut_tau)
+    if n_cuts == 0:  # (the one grid: the same step rule, so the same grid a + i dx, i = 0..m)
+        return _line_grid(tmax, wr, q, mu, lq, l1q, a, b, dx_max, fmax, xcut, tau, part, sgn)
     g = np.empty(total)
     el = np.empty(total)
     j = 0
