@@ -25,7 +25,8 @@ its cuts (h_k = tau_k / 4, tau_{k-1} = PIECE_RATIO tau_k).  Why the error stays 
   a step obeying the rule at the piece's right end (the rule's phase rate and curvature grow with x);
 * the pieces' weights are non-negative and sum to the whole integrand's, so relative errors e_k of
   the pieces give at most max e_k of M(c) in all (the form of ``log_mgf_error``).
-The tests compare the piecewise sums with 30-digit references and with the uniform grid.
+The tests compare the piecewise sums with an extended-precision uniform-grid reference and with the one
+grid (``tests/test_nufft.py``).
 """
 
 from __future__ import annotations
@@ -173,7 +174,6 @@ def _line_pieces(tmax, wr, q, mu, lq, l1q, a, b, dx_max, fmax, xcut, tau, part, 
 NUFFT_MIN_NODES = 48
 
 
-
 @njit(**_HELPER)
 def _evenly_spaced(ts, start, stop):  # pragma: no cover - compiled
     h = ts[start + 1] - ts[start] if stop - start > 1 else 0.0
@@ -218,7 +218,7 @@ def sg_line_log_mgf(c, ts, q, mu, add, dx_max, span, xcut, tau, part,
     if n >= nufft_min and _evenly_spaced(ts, 0, n):
         tmax = max(abs(ts[0]), abs(ts[n - 1]))
         g, el, dx = _line_pieces(tmax, wr, q, mu, lq, l1q, a, b, dx_max, fmax, xcut, tau, part, sgn,
-                                   piece_min)
+                                 piece_min)
         h = ts[1] - ts[0]
         t_mid = ts[0] + (n // 2) * h
         m1 = g.shape[0]
@@ -247,7 +247,7 @@ def sg_line_log_mgf(c, ts, q, mu, add, dx_max, span, xcut, tau, part,
         for k in range(start, stop):
             tmax = max(tmax, abs(ts[k]))
         g, el, dx = _line_pieces(tmax, wr, q, mu, lq, l1q, a, b, dx_max, fmax, xcut, tau, part, sgn,
-                                   piece_min)
+                                 piece_min)
         m = g.shape[0] - 1
         # equally spaced nodes in this block: rotations
         h = ts[start + 1] - ts[start] if stop - start > 1 else 0.0
