@@ -7,7 +7,11 @@ queries of ``accountant.warmup`` there in a subprocess, so that numba writes its
 on a hash of the source file's contents, the function's bytecode, the Python and numba versions and
 the CPU (name and features): a wheel installed on the machine (or an identical one) that built it loads
 the compiled kernels on the first query; anywhere else numba ignores the cache and compiles on first use,
-as without it.  The cache is never trusted for anything but machine code of the same source.
+as without it.  The hash covers only the kernel's own file: a kernel that inlines a helper from another
+module (the line and envelope kernels take ``_poisson_kernels``' helpers) would keep the helper's old
+machine code after that module changed.  So the step first removes every cache file under the tree it
+builds (a reused ``build/lib``, or an editable checkout after a pull) and compiles afresh: the cache is
+never trusted for anything but machine code of the same sources.
 
 Nothing here can break an install: when numba cannot be imported in the build environment, or the
 warm-up fails or takes longer than ``DPCERT_PRECOMPILE_TIMEOUT`` seconds (default 900), a one-line note
@@ -33,8 +37,18 @@ def _note(msg: str) -> None:
 def precompile_kernels(root: str) -> bool:
     """Run the warm-up queries on the packages under ``root`` so that numba caches their kernels there.
 
-    Returns True when the kernels were compiled (or already cached) from ``root`` itself.
+    Returns True when the kernels were compiled from ``root`` itself.  Cache files already under the
+    packages of ``root`` are removed first (also when the step is turned off): they may hold helpers of
+    an older version of another module (module docstring).
     """
+    for pkg in _PACKAGES:
+        cache = os.path.join(root, pkg, "__pycache__")
+        for name in os.listdir(cache) if os.path.isdir(cache) else ():
+            if name.endswith((".nbi", ".nbc")):
+                try:
+                    os.remove(os.path.join(cache, name))
+                except OSError:
+                    pass
     if os.environ.get("DPCERT_PRECOMPILE", "1").strip() in ("0", "false", "no", "off"):
         _note("DPCERT_PRECOMPILE=0: numba kernels not precompiled (they compile on first use)")
         return False

@@ -180,8 +180,19 @@ def test_precompile_step_never_breaks_a_build(tmp_path, monkeypatch, capsys):
     packages cannot be imported from the build directory only prints a note (the install goes on)."""
     setup_mod = _setup_module()
     monkeypatch.setenv("DPCERT_PRECOMPILE", "0")
+    # a cache left by an earlier build of the tree is removed even then: numba keys a kernel's cache on
+    # its own file only, so a kernel inlining another module's helper could keep that helper's old code
+    stale = tmp_path / "mechanisms" / "__pycache__"
+    stale.mkdir(parents=True)
+    (stale / "_sg_line_kernels.sg_line_log_mgf-1.py311.nbi").write_bytes(b"old")
+    (stale / "_sg_line_kernels.sg_line_log_mgf-1.py311.1.nbc").write_bytes(b"old")
+    (stale / "subsampled.cpython-311.pyc").write_bytes(b"kept")
     assert setup_mod.precompile_kernels(str(tmp_path)) is False
     assert "not precompiled" in capsys.readouterr().err
+    assert sorted(p.name for p in stale.iterdir()) == ["subsampled.cpython-311.pyc"]
+    (stale / "subsampled.cpython-311.pyc").unlink()
+    stale.rmdir()
+    (tmp_path / "mechanisms").rmdir()
     monkeypatch.setenv("DPCERT_PRECOMPILE", "1")
     # an empty tree: accountant imports from the editable checkout (or not at all), never from tmp_path
     assert setup_mod.precompile_kernels(str(tmp_path)) is False
