@@ -84,6 +84,18 @@ def _phi(z):  # pragma: no cover - compiled
 
 
 @njit(**_HELPER)
+def _piece_span(k, n_cuts, a, b, h_fine, cut_x, cut_tau):  # pragma: no cover - compiled
+    """(lo, hi, h): the span and step of piece k (left to right) among n_cuts + 1 pieces: between cut
+    k - 1 and cut k (found right to left, at indices n_cuts - k and n_cuts - 1 - k), Z tau past each,
+    clipped to the window [a, b]; step a quarter of its right cut's width (the last piece: ``h_fine``).
+    The one definition of the pieces, for their count (``_piece_plan``) and their grids."""
+    lo = a if k == 0 else max(a, cut_x[n_cuts - k] - PIECE_Z * cut_tau[n_cuts - k])
+    hi = b if k == n_cuts else min(b, cut_x[n_cuts - 1 - k] + PIECE_Z * cut_tau[n_cuts - 1 - k])
+    h = h_fine if k == n_cuts else 0.25 * cut_tau[n_cuts - 1 - k]
+    return lo, hi, h
+
+
+@njit(**_HELPER)
 def _piece_plan(tmax, wr, q, mu, lq, l1q, a, b, dx_max, tau, part, piece_min, cut_x,
                 cut_tau):  # pragma: no cover - compiled
     """(m, dx, h_fine, n_cuts, total): the one uniform grid a + i dx, i = 0..m (step ``h_fine`` of the
@@ -114,9 +126,7 @@ def _piece_plan(tmax, wr, q, mu, lq, l1q, a, b, dx_max, tau, part, piece_min, cu
     total = 0
     if n_cuts > 0:
         for k in range(n_cuts + 1):
-            lo_k = a if k == 0 else max(a, cut_x[n_cuts - k] - PIECE_Z * cut_tau[n_cuts - k])
-            hi_k = b if k == n_cuts else min(b, cut_x[n_cuts - 1 - k] + PIECE_Z * cut_tau[n_cuts - 1 - k])
-            h_k = h_fine if k == n_cuts else 0.25 * cut_tau[n_cuts - 1 - k]
+            lo_k, hi_k, h_k = _piece_span(k, n_cuts, a, b, h_fine, cut_x, cut_tau)
             total += _grid_step(lo_k, hi_k, h_k)[0] + 1
         if not 4 * total < 3 * (m + 1):
             n_cuts = 0
@@ -145,9 +155,7 @@ def _line_pieces(tmax, wr, q, mu, lq, l1q, a, b, dx_max, fmax, xcut, tau, part, 
         # piece k between cut k-1 (left, A_{k-1}) and cut k (right, A_k); cut k is found at n_cuts - 1 - k
         left = n_cuts - k  # index of cut k-1 (valid for k >= 1)
         right = n_cuts - 1 - k  # index of cut k (valid for k < n_cuts)
-        lo_k = a if k == 0 else max(a, cut_x[left] - PIECE_Z * cut_tau[left])
-        hi_k = b if k == n_cuts else min(b, cut_x[right] + PIECE_Z * cut_tau[right])
-        h_k = h_fine if k == n_cuts else 0.25 * cut_tau[right]
+        lo_k, hi_k, h_k = _piece_span(k, n_cuts, a, b, h_fine, cut_x, cut_tau)
         mk, hk = _grid_step(lo_k, hi_k, h_k)
         for i in range(mk + 1):
             x = lo_k + i * hk
