@@ -43,10 +43,16 @@ def check_edges(edges) -> np.ndarray:
     return e
 
 
-def atoms_cell_masses(edges: np.ndarray, losses, masses) -> tuple[np.ndarray, np.ndarray]:
+def atoms_cell_masses(edges: np.ndarray, losses, masses, loss_err=0.0,
+                      mass_rel_err=0.0) -> tuple[np.ndarray, np.ndarray]:
     """Histogram of finite atoms: an atom exactly on an edge goes to the cell below (L <= edge).
 
-    Exact up to the rounding of the summed masses (relative (count + 1) u per cell).
+    Exact up to the rounding of the summed masses (relative (count + 1) u per cell), the masses' own
+    relative error ``mass_rel_err`` (scalar or per atom: the floating point of their closed forms) and
+    the atoms' positions: ``loss_err`` (scalar or per atom) bounds |computed loss - true loss|, and an
+    atom whose interval [loss - loss_err, loss + loss_err] meets an edge may lie in any cell that interval
+    meets (the 1-2 ulp rounding of a subsampled Laplace atom put half the mass one cell off): its mass
+    counts in the error of each of them.
     """
     e = check_edges(edges)
     l = np.asarray(losses, dtype=float)
@@ -57,7 +63,15 @@ def atoms_cell_masses(edges: np.ndarray, losses, masses) -> tuple[np.ndarray, np
     idx = np.searchsorted(e, l, side="left")
     m = np.bincount(idx, weights=w, minlength=e.size + 1)
     cnt = np.bincount(idx, minlength=e.size + 1)
-    return m, m * (cnt + 1.0) * U
+    rel = np.broadcast_to(np.asarray(mass_rel_err, dtype=float), w.shape)
+    err = m * (cnt + 1.0) * U + np.bincount(idx, weights=w * rel, minlength=e.size + 1)
+    le = np.broadcast_to(np.asarray(loss_err, dtype=float), l.shape)
+    if np.any(le > 0.0):
+        i_lo = np.searchsorted(e, np.nextafter(l - le, -np.inf), side="left")
+        i_hi = np.searchsorted(e, np.nextafter(l + le, np.inf), side="left")
+        for j in np.flatnonzero(i_lo != i_hi):
+            err[i_lo[j]:i_hi[j] + 1] += w[j] * (1.0 + rel[j]) * (1.0 + 4.0 * U)
+    return m, err
 
 
 @njit(cache=True)
@@ -69,7 +83,10 @@ def _phi_sides(z):  # pragma: no cover - compiled
     if z == math.inf:
         return 1.0, 0.0, 0.0
     t = z * _SQRT1_2
-    rel = U_ERFC + 2.0 * t * t * U + 4.0 * U
+    # (past |t| = 40 the small side is 0 in floating point and below 1e-690 in truth, under the cells'
+    # absolute TINY_ABS: the argument's rounding no longer matters, and 2 t^2 u would overflow to inf for
+    # |t| > 1e154, making inf x 0 = NaN error bounds)
+    rel = U_ERFC + 2.0 * min(t * t, 1600.0) * U + 4.0 * U
     if z <= 0.0:
         lo = 0.5 * math.erfc(-t)  # Phi(z) <= 1/2
         return lo, 1.0 - lo, rel
@@ -168,26 +185,43 @@ def normal_cells(x, out_m, out_e, weight):  # pragma: no cover - compiled
 
 
 @njit(cache=True)
+def _sg_x(d, dd, l1q, lq, mu):  # pragma: no cover - compiled
+    """x(d) = (log(1 - q) + log(expm1(d)) - log q) / mu + mu / 2 for d > dd >= 0, and a bound on |x - x(d')|
+    for every d' with |d' - d| <= dd, rounding included (``_sg_inverse``).
+
+    g(d) = log(expm1(d)) is concave (g' = 1 / (1 - e^{-d}) decreases), so on [d - dd, d + dd] it moves
+    by at most g'(d - dd) dd (not g'(d) dd: near d ~ dd the slope grows like 1 / d)."""
+    if d > 30.0:
+        g = d + math.log1p(-math.exp(-d))
+    else:
+        g = math.log(math.expm1(d))
+    d_lo = d - dd
+    gp = 1.0 / (1.0 - math.exp(-d_lo)) if d_lo > 30.0 else -1.0 / math.expm1(-d_lo)
+    x = (l1q + g - lq) / mu + 0.5 * mu
+    dg = gp * dd * (1.0 + 8.0 * U) + 2.0 * U * (abs(g) + 1.0)
+    eta = (dg + 4.0 * U * (abs(l1q) + abs(g) + abs(lq) + 1.0)) / mu + 4.0 * U * (abs(x) + mu)
+    return x, 2.0 * eta
+
+
+@njit(cache=True)
 def _sg_inverse(l, l1q, lq, mu):  # pragma: no cover - compiled
     """x with log(1 - q + q e^{mu x - mu^2/2}) = l, and a bound eta on the rounding error of x.
 
     x = (log(1-q) + log(expm1(l - log(1-q))) - log q) / mu + mu / 2; -inf when l <= log(1 - q).
+    d = l - log(1 - q) is known to within dd (log1p's 2 ulps of log(1 - q), the subtraction's rounding).
+    When d <= dd the edge may lie at the loss's floor log(1 - q) itself (x = -inf) or above it: with a
+    large mu most of the mass sits within an ulp of the floor (sigma = 0.1, q = 1e-3: 88 % within 2.5e-20
+    of it), so the edge's side of that mass is unknown.  Then (x_hi, inf) is returned, x_hi >= the true
+    x: the caller takes the edge at x_hi and counts the mass of (-inf, x_hi] as that edge's error.
     """
     d = l - l1q
-    if d <= 0.0:
-        return -math.inf, 0.0
-    if d > 30.0:
-        g = d + math.log1p(-math.exp(-d))
-        gp = 1.0 / (1.0 - math.exp(-d))
-    else:
-        em = math.expm1(d)
-        g = math.log(em)
-        gp = (em + 1.0) / em
-    x = (l1q + g - lq) / mu + 0.5 * mu
-    dd = 2.0 * U * (abs(l) + abs(l1q))  # l1q rounding + subtraction
-    dg = gp * dd + 2.0 * U * (abs(g) + 1.0)
-    eta = (dg + 4.0 * U * (abs(l1q) + abs(g) + abs(lq) + 1.0)) / mu + 4.0 * U * (abs(x) + mu)
-    return x, 2.0 * eta
+    dd = 4.0 * U * abs(l1q) + 2.0 * U * abs(d)
+    if d + dd <= 0.0:
+        return -math.inf, 0.0  # at or below the floor for sure: the exact x
+    if d - dd <= 0.0:
+        x_hi, e_hi = _sg_x(np.nextafter(d + dd, np.inf), 0.0, l1q, lq, mu)
+        return x_hi + e_hi, math.inf
+    return _sg_x(d, dd, l1q, lq, mu)
 
 
 @njit(cache=True)
@@ -241,19 +275,27 @@ def _sg_cells_under(xs, etas, q, mu, add, mix):  # pragma: no cover - compiled
         normal_cells(x - mu, m, e, q)
     else:
         normal_cells(x, m, e, 1.0)
-    # rounding of the inverse map: the edge x_i is off by <= eta_i, which moves mass p(x_i) eta_i
-    # (times 1.01 for the variation of the density over [x - eta, x + eta]; needs (|x| + mu + 1) eta small)
+    # rounding of the inverse map: the edge x_i is off by <= eta_i, which moves at most eta_i times the
+    # largest density on [x - eta, x + eta] (each normal component at its point of that interval nearest
+    # to its mean; exp's and the products' rounding: 8 u) across the edge.  eta_i = inf (``_sg_inverse``:
+    # an edge at the loss's floor within rounding) means the true edge lies anywhere in [-inf, x_i]: the
+    # whole mass of (-inf, x_i] may be on either side of it
     for i in range(n):
         if x[i] == -math.inf:
             continue
-        if (abs(x[i]) + mu + 1.0) * eta[i] > 1e-3:
-            dens = _INV_SQRT_2PI  # crude global bound on the mixture density
-        elif not mix:
-            dens = _INV_SQRT_2PI * math.exp(-0.5 * x[i] * x[i])
+        if eta[i] == math.inf:
+            t = x[i] * _SQRT1_2
+            below = 0.5 * math.erfc(-t)
+            if mix:
+                below = (1.0 - q) * below + q * 0.5 * math.erfc(-(x[i] - mu) * _SQRT1_2)
+            de = 1.01 * below + TINY_ABS
         else:
-            dens = _INV_SQRT_2PI * ((1.0 - q) * math.exp(-0.5 * x[i] * x[i])
-                                    + q * math.exp(-0.5 * (x[i] - mu) * (x[i] - mu)))
-        de = 1.01 * dens * eta[i] + TINY_ABS
+            z0 = max(abs(x[i]) - eta[i], 0.0)
+            dens = math.exp(-0.5 * z0 * z0)
+            if mix:
+                z1 = max(abs(x[i] - mu) - eta[i], 0.0)
+                dens = (1.0 - q) * dens + q * math.exp(-0.5 * z1 * z1)
+            de = (1.0 + 8.0 * U) * _INV_SQRT_2PI * dens * eta[i] + TINY_ABS
         e[i] += de
         e[i + 1] += de
     if add:  # cells were built in increasing x = decreasing loss: reverse to loss order
@@ -317,26 +359,38 @@ def sl_cells(edges: np.ndarray, q: float, a: float, add: bool) -> tuple[np.ndarr
     Remove: x ~ (1-q) Lap(0) + q Lap(1); add: L = -l(x), x ~ Lap(0).  Mass of x in (u, v) in (0, 1):
     Lap(0): (1/2) e^{-a u} (-expm1(-a (v - u))); Lap(1): (1/2) e^{-a (1 - v)} (-expm1(-a (v - u))).
     Errors: the inverse map (as in ``_sg_inverse``, with mu -> 2a) moves mass <= (a/2) eta per edge (the
-    density is <= a/2); each closed-form mass has relative error <= 16 u (a + 4).
+    density is <= a/2; an edge within rounding of the floor log(1 - q): eta = its whole x range [0, x]);
+    each closed-form mass has relative error <= 16 u (a + 4).
     """
     e = check_edges(edges)
     lq, l1q = math.log(q), math.log1p(-q)
     lv = -e[::-1] if add else e
     d = lv - l1q
+    # d is known to within dd (log1p's 2 ulps of log(1 - q), the subtraction); an edge with |d| <= dd may
+    # lie at the floor log(1 - q) or above it (``_sg_inverse``): there x is evaluated at d + dd (an upper
+    # bound on the true x) and the whole of [0, x] counts as that edge's uncertainty
+    dd = 4.0 * U * abs(l1q) + 2.0 * U * np.abs(d)
+    below = d + dd <= 0.0
+    amb = ~below & (d - dd <= 0.0)
+    d_at = np.where(amb, np.nextafter(d + dd, np.inf), d)
+    dd_at = np.where(amb, 0.0, dd)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        big = d > 30.0
-        g = np.where(big, d + np.log1p(-np.exp(-np.where(big, d, 30.0))),
-                     np.log(np.expm1(np.where(big, 1.0, np.maximum(d, 1e-300)))))
-        gp = np.where(big, 1.0 / (1.0 - np.exp(-np.where(big, d, 30.0))),
-                      1.0 / -np.expm1(-np.maximum(d, 1e-300)))
+        big = d_at > 30.0
+        g = np.where(big, d_at + np.log1p(-np.exp(-np.where(big, d_at, 30.0))),
+                     np.log(np.expm1(np.where(big, 1.0, np.maximum(d_at, 1e-300)))))
+        # g = log(expm1(d)) is concave: on [d - dd, d + dd] its slope is at most g'(d - dd)
+        d_lo = np.maximum(d_at - dd_at, 1e-300)
+        gp = np.where(d_lo > 30.0, 1.0 / (1.0 - np.exp(-np.minimum(d_lo, 700.0))), 1.0 / -np.expm1(-d_lo))
     x = (l1q + g - lq) / (2.0 * a) + 0.5
-    dg = gp * 2.0 * U * (np.abs(lv) + abs(l1q)) + 2.0 * U * (np.abs(g) + 1.0)
+    dg = gp * dd_at * (1.0 + 8.0 * U) + 2.0 * U * (np.abs(g) + 1.0)
     eta = 2.0 * ((dg + 4.0 * U * (abs(l1q) + np.abs(g) + abs(lq) + 1.0)) / (2.0 * a)
                  + 4.0 * U * (np.abs(x) + 1.0))
-    # outside (0, 1) the clipped end point is exact once the computed x is off by more than eta
-    exact = (d <= 0.0) | (x + eta <= 0.0) | (x - eta >= 1.0)
-    x = np.where(d <= 0.0, 0.0, np.clip(x, 0.0, 1.0))
-    eta = np.where(exact, 0.0, eta)
+    x_hi = np.clip(x + eta, 0.0, 1.0)
+    # outside (0, 1) the clipped end point is exact once the computed x is off by more than eta (for an
+    # edge at the floor: once its upper bound is <= 0)
+    exact = below | np.where(amb, x_hi <= 0.0, (x + eta <= 0.0) | (x - eta >= 1.0))
+    x = np.where(below, 0.0, np.where(amb, x_hi, np.clip(x, 0.0, 1.0)))
+    eta = np.where(exact, 0.0, np.where(amb, x_hi, eta))
     xs = np.concatenate([[0.0], x, [1.0]])  # cells in increasing x
     u, v = xs[:-1], xs[1:]
     w = np.maximum(v - u, 0.0)

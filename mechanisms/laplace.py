@@ -68,7 +68,11 @@ class Laplace(Mechanism):
 
     @property
     def a(self) -> float:
-        """Normalised sensitivity Delta / b (= the pure-DP epsilon)."""
+        """Normalised sensitivity Delta / b (= the pure-DP epsilon).
+
+        One floating-point division: the routes account the pair at this float, within half an ulp
+        (1.1e-16 relative) of the real ratio Delta / b (e.g. scale 0.1 gives a = 10.0 for the real
+        9.99999999999999944); the discretised PLD places the loss atoms +-a at this float."""
         return self.sensitivity / self.scale
 
     @property

@@ -177,6 +177,16 @@ class SubsampledLaplace(Mechanism):
         q, a = self.sample_rate, self.a
         return math.log1p(q * math.expm1(-a)), math.log1p(q * math.expm1(a))
 
+    def _atom_loss_errors(self) -> np.ndarray:
+        """Bounds on the rounding of ``_atom_losses`` (lo, hi): y = q expm1(+-a) is relatively within 3 u
+        (expm1, the product), and log1p(y) within 2 u |log1p(y)| + 3 u |y| / (1 + y); doubled (libm's few
+        ulps).  An edge within them of an atom leaves its cell unknown (``atoms_cell_masses``)."""
+        q, a = self.sample_rate, self.a
+        out = []
+        for y in (q * math.expm1(-a), q * math.expm1(a)):
+            out.append(2.0 * 2.0**-53 * (2.0 * abs(math.log1p(y)) + 3.0 * abs(y) / (1.0 + y)) + 1e-300)
+        return np.array(out)
+
     def pld_atoms(self, direction: str = "remove") -> tuple[np.ndarray, np.ndarray]:
         check_direction(direction)
         q, a = self.sample_rate, self.a
@@ -204,14 +214,17 @@ class SubsampledLaplace(Mechanism):
         return complex_logsumexp(terms, axis=0).reshape(s.shape)
 
     def pld_cell_masses(self, edges: np.ndarray, direction: str = "remove"):
-        """Cells of the loss: the two atoms (``pld_atoms``, on-edge atoms go below) plus the closed-form
-        masses of the continuous part over the inverse image of each cell (``mechanisms._cells.sl_cells``;
-        per-cell error bounds)."""
+        """Cells of the loss: the two atoms (``pld_atoms``, on-edge atoms go below; an atom within its
+        rounding of an edge counts in the error of both cells) plus the closed-form masses of the
+        continuous part over the inverse image of each cell (``mechanisms._cells.sl_cells``; per-cell
+        error bounds)."""
         check_direction(direction)
         from ._cells import atoms_cell_masses, check_edges, sl_cells
 
         e = check_edges(edges)
-        ma, ea = atoms_cell_masses(e, *self.pld_atoms(direction))
+        # (the atoms' masses: (1 - q) / 2 + q e^{-a} / 2 and the like, a few ulps)
+        ma, ea = atoms_cell_masses(e, *self.pld_atoms(direction), loss_err=self._atom_loss_errors(),
+                                   mass_rel_err=8.0 * 2.0**-53)
         mc, ec = sl_cells(e, self.sample_rate, self.a, direction == "add")
         return ma + mc, ea + ec + 2.0**-53 * (ma + mc)
 

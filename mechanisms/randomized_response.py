@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from . import validation as V
 from .base import check
-from .lattice import AtomicMechanism, DiscreteMechanism, rr_atoms, rr_power_atoms
+from .lattice import AtomicMechanism, DiscreteMechanism, rr_atoms, rr_mass_rel_err, rr_power_atoms
 from .registry import register
 
 # Deprecated aliases of the lattice bases under their old private names (for plug-ins and branches
@@ -52,6 +52,9 @@ class RandomizedResponse(DiscreteMechanism):
     def _atoms(self):
         return rr_atoms(self.epsilon, self.k)
 
+    def _atom_mass_rel_err(self) -> float:
+        return rr_mass_rel_err(self.epsilon, self.k)
+
     def _rr_k(self) -> int | None:
         return self.k
 
@@ -72,6 +75,9 @@ class PureDP(DiscreteMechanism):
 
     def _atoms(self):
         return rr_atoms(self.epsilon, 2)
+
+    def _atom_mass_rel_err(self) -> float:
+        return rr_mass_rel_err(self.epsilon, 2)
 
     def _rr_k(self) -> int | None:
         return 2
@@ -103,6 +109,9 @@ class ApproxDP(DiscreteMechanism):
     def _atoms(self):
         l, w = rr_atoms(self.epsilon, 2)
         return l, w * (1.0 - self.delta)
+
+    def _atom_mass_rel_err(self) -> float:
+        return rr_mass_rel_err(self.epsilon, 2) + 4.0 * 2.0**-53  # (1 - delta and the product)
 
     def _rr_k(self) -> int | None:
         return 2  # the conditional curve is binary randomized response's

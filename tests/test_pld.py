@@ -132,9 +132,11 @@ def test_subsampled_gaussian_cells_edge_cases():
     m1, _ = SubsampledGaussian(0.8, 1.0, 2.0).pld_cell_masses(edges, "add")
     mg, _ = Gaussian(0.8, 2.0).pld_cell_masses(edges)
     assert np.allclose(m1, mg, rtol=1e-14, atol=0)
-    # every mass below the lower end of the remove loss log(1 - q) is zero
-    m2, _ = SubsampledGaussian(1.0, 0.1).pld_cell_masses(np.array([-0.2, math.log1p(-0.1)]))
-    assert m2[0] == 0.0 and m2[1] == 0.0 and m2[2] == 1.0
+    # every mass below the lower end of the remove loss log(1 - q) is zero; an edge at the rounded floor
+    # may lie above the true one (tests/test_cell_rounding_soundness.py): its cell's mass, tiny here, is
+    # covered by its error bound
+    m2, e2 = SubsampledGaussian(1.0, 0.1).pld_cell_masses(np.array([-0.2, math.log1p(-0.1)]))
+    assert m2[0] == 0.0 and m2[1] <= e2[1] < 1e-250 and abs(m2[2] - 1.0) <= e2[2] + 1e-15
 
 
 def test_gaussian_cells_match_mpmath_including_tiny_tails():

@@ -1,0 +1,167 @@
+"""Soundness at the floating-point edges of the PLD cell hooks, each case
+one that random stress runs against mpmath found violated (2026-11-29), checked against an independent
+mpmath reference (the loss map inverted and the normal / Laplace masses integrated in mpmath).
+
+* an edge at the subsampled Gaussian's loss floor log(1 - q) within its rounding: fl(log1p(-q)) can lie
+  above the true floor, and at large mu most of the mass sits between them;
+* edges beyond 1e154: the error bounds were NaN (inf x 0);
+* a subsampled-Laplace atom within an ulp or two of an edge: its computed loss (log1p / expm1) may be on
+  the other side of the edge than the true one;
+* randomized response's masses: the rounding of their closed forms was not counted;
+"""
+
+from __future__ import annotations
+
+import math
+
+import mpmath as mp
+import numpy as np
+import pytest
+
+from mechanisms import RandomizedResponse, SubsampledGaussian, SubsampledLaplace
+
+mp.mp.dps = 40
+
+
+def _ndiff(a, b):
+    """N(0, 1) mass of (a, b] in mpmath, from the accurate side (past |x| = 1e5 the tail, < e^-5e9, is
+    taken as 0: mpmath's erfc overflows there)."""
+    a, b = (mp.mpf("-inf") if v < -1e5 else mp.mpf("inf") if v > 1e5 else v for v in (a, b))
+    if not a < b:
+        return mp.mpf(0)
+    if a >= 0:
+        return mp.ncdf(-a) - mp.ncdf(-b)
+    if b <= 0:
+        return mp.ncdf(b) - mp.ncdf(a)
+    return 1 - mp.ncdf(a) - mp.ncdf(-b)
+
+
+def _sg_cells(q: float, sigma: float, edges, direction: str):
+    """P- and Q-masses of the subsampled Gaussian's loss cells (mpmath; the library's float mu)."""
+    qm, mu = mp.mpf(q), mp.mpf(1.0 / sigma)
+    l1q, lq = mp.log1p(-qm), mp.log(qm)
+
+    def x_of(e):
+        d = mp.mpf(e) - l1q
+        return mp.mpf("-inf") if d <= 0 else (l1q + mp.log(mp.expm1(d)) - lq) / mu + mu / 2
+
+    def mix(a, b):
+        return (1 - qm) * _ndiff(a, b) + qm * _ndiff(a - mu, b - mu)
+
+    if direction == "remove":
+        xs = [mp.mpf("-inf")] + [x_of(e) for e in edges] + [mp.mpf("inf")]
+        cells = list(zip(xs[:-1], xs[1:], strict=True))
+        return [mix(a, b) for a, b in cells], [_ndiff(a, b) for a, b in cells]
+    xs = [mp.mpf("inf")] + [x_of(-mp.mpf(e)) for e in edges] + [mp.mpf("-inf")]
+    cells = list(zip(xs[1:], xs[:-1], strict=True))
+    return [_ndiff(a, b) for a, b in cells], [mix(a, b) for a, b in cells]
+
+
+def _assert_within(computed, err, truth, what):
+    for i, (m, e, t) in enumerate(zip(computed, err, truth, strict=True)):
+        assert math.isfinite(m) and math.isfinite(e), f"{what}: cell {i} is not finite ({m}, {e})"
+        assert abs(mp.mpf(m) - t) <= mp.mpf(e), f"{what}: cell {i}: {m} +- {e} misses the true {t}"
+
+
+# (q, sigma, edges): q = 1 - e^{-1/8} has fl(log1p(-q)) = -0.125, 3.7e-18 above the true floor; the
+# second case is the stress run's (fl(log1p(-q)) 2.5e-20 above it, 88 % of the mass in between)
+FLOOR_CASES = [
+    (-math.expm1(-0.125), 0.1, [-0.1255, -0.125, -0.1245]),
+    (0.001, 0.1, [-0.0010005003335835337, -0.0010005003335835335, -0.0010005003335835333]),
+]
+
+
+@pytest.mark.parametrize("q, sigma, edges", FLOOR_CASES)
+@pytest.mark.parametrize("direction", ["remove", "add"])
+def test_subsampled_gaussian_edge_at_the_loss_floor_keeps_its_masses_within_their_errors(q, sigma, edges,
+                                                                                          direction):
+    e = np.array(edges) if direction == "remove" else -np.array(edges)[::-1]
+    mech = SubsampledGaussian(sigma=sigma, sample_rate=q)
+    truth_p, truth_q = _sg_cells(q, sigma, e, direction)
+    # the misplaced mass is large: the case would fail with the old zero error bounds
+    assert max(float(t) for t in truth_p) > 0.5
+    _assert_within(*mech.pld_cell_masses(e, direction), truth_p, "P-masses")
+    _assert_within(*mech.pld_cell_q_masses(e, direction), truth_q, "Q-masses")
+
+
+@pytest.mark.parametrize("q, sigma, edges", FLOOR_CASES)
+def test_subsampled_gaussian_upper_tail_at_the_floor_brackets_the_truth(q, sigma, edges):
+    mech = SubsampledGaussian(sigma=sigma, sample_rate=q)
+    level = edges[1]
+    p_lo, p_up, q_lo, q_up = mech.pld_upper_tail(level)
+    truth_p, truth_q = _sg_cells(q, sigma, [level], "remove")
+    assert p_lo <= truth_p[1] <= p_up and q_lo <= truth_q[1] <= q_up
+
+
+def test_huge_edges_give_finite_error_bounds_that_hold():
+    mech = SubsampledGaussian(sigma=1.0, sample_rate=0.01)
+    e = np.array([0.0, 1e155])
+    m, err = mech.pld_cell_masses(e, "remove")
+    truth_p, _ = _sg_cells(0.01, 1.0, e, "remove")
+    _assert_within(m, err, truth_p, "P-masses")
+    assert err[1] < 1e-12  # (a useful bound, not only a finite one)
+    tail = mech.pld_upper_tail(1e155)
+    assert all(math.isfinite(v) for v in tail) and tail[0] <= 0.0 <= tail[1] < 1e-290
+
+
+def _sl_cells(mech: SubsampledLaplace, edges, direction: str):
+    """Masses of the subsampled-Laplace loss cells in mpmath: the pair at the library's float a (the
+    convention of ``Laplace.a``), the atoms' losses and the continuous part's inverse map exact."""
+    a, q = mp.mpf(mech.a), mp.mpf(mech.sample_rate)
+    lo, hi = mp.log1p(q * mp.expm1(-a)), mp.log1p(q * mp.expm1(a))
+
+    def x_of(ell):  # x in [0, 1] with l(x) = ell (clipped)
+        v = (mp.exp(ell) - (1 - q)) / q
+        return mp.mpf(0) if v <= 0 else min(max((mp.log(v) / a + 1) / 2, mp.mpf(0)), mp.mpf(1))
+
+    def lap0(u, v):
+        return (mp.exp(-a * u) - mp.exp(-a * v)) / 2
+
+    def lap1(u, v):
+        return (mp.exp(-a * (1 - v)) - mp.exp(-a * (1 - u))) / 2
+
+    sgn = 1 if direction == "remove" else -1
+    if direction == "remove":
+        atoms = [(lo, (1 - q) / 2 + q * mp.exp(-a) / 2), (hi, (1 - q) * mp.exp(-a) / 2 + q / 2)]
+    else:
+        atoms = [(-lo, mp.mpf(1) / 2), (-hi, mp.exp(-a) / 2)]
+    big = [mp.mpf("-inf")] + [mp.mpf(x) for x in edges] + [mp.mpf("inf")]
+    out = []
+    for e0, e1 in zip(big[:-1], big[1:], strict=True):
+        m = sum((w for ell, w in atoms if e0 < ell <= e1), mp.mpf(0))
+        # the continuous part: x in (0, 1), loss sgn l(x) in (e0, e1]
+        u, v = (x_of(e0), x_of(e1)) if sgn > 0 else (x_of(-e1), x_of(-e0))
+        if u < v:
+            m += (1 - q) * lap0(u, v) + q * lap1(u, v) if sgn > 0 else lap0(u, v)
+        out.append(m)
+    return out
+
+
+def _around(x: float, k: int = 1) -> list[float]:
+    lo = hi = x
+    for _ in range(k):
+        lo, hi = math.nextafter(lo, -math.inf), math.nextafter(hi, math.inf)
+    return [lo, x, hi]
+
+
+@pytest.mark.parametrize("scale, q, direction", [(0.3646818964222308, 2.845385129141694e-06, "add"),
+                                                  (85.654635093165, 0.000556175812238757, "remove"),
+                                                  (0.5, 0.01, "remove"), (0.5, 0.01, "add")])
+def test_subsampled_laplace_atoms_next_to_an_edge_stay_within_their_errors(scale, q, direction):
+    mech = SubsampledLaplace(scale=scale, sample_rate=q)
+    atoms, _ = mech.pld_atoms(direction)
+    edges = sorted(_around(float(atoms[0])) + _around(float(atoms[1])))
+    e = np.array(edges)
+    _assert_within(*mech.pld_cell_masses(e, direction), _sl_cells(mech, e, direction), "masses")
+
+
+@pytest.mark.parametrize("eps, k", [(25.884480059209125, 4), (4.460548416215617, 10), (0.3, 2), (60.0, 3)])
+def test_randomized_response_masses_include_their_rounding(eps, k):
+    mech = RandomizedResponse(epsilon=eps, k=k)
+    e = np.array([-eps, 0.0, eps])
+    m, err = mech.pld_cell_masses(e, "remove")
+    E = mp.mpf(eps)
+    z = mp.exp(E) + k - 1
+    truth = [1 / z, (k - 2) / z, mp.exp(E) / z, mp.mpf(0)]  # cells (-inf, -eps], (-eps, 0], (0, eps], top
+    _assert_within(m, err, truth, "masses")
+    assert mech.log_mgf_error > 0.0  # (the contour route carries the same rounding)
