@@ -159,7 +159,8 @@ def _weighted_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span):  # prag
     [xcut - 12 tau - 1, xcut + max(wr, 0) mu tau^2 + 12 tau + 1] (the weight's Gaussian tail lets a
     tilt growing with x (wr > 0; l' <= mu) push mass at most ~ wr mu tau^2 past the edge; a tilt with
     wr <= 0 decreases in x and pushes none); coarse points inside the fine range are left to the fine
-    scan, and each found point widens the interval by its scan's step.
+    scan, and each found point widens the interval by its scan's step.  Each end then walks outward until
+    the exponent is below fmax - span there (the scans' ends need not be).
     """
     ncoarse = 600
     step = (hi - lo) / ncoarse
@@ -205,6 +206,24 @@ def _weighted_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span):  # prag
     if not a < b:
         a = lo
         b = hi
+    # the scans need not reach fmax - span at their ends: past a cut beyond the coarse range the fine scan
+    # stops 12 tau + 1 after the cut, where an exponent falling at slope ~15 is still within e^-24 of its
+    # maximum (a big part at q = 1.9e-4, sigma = 4.37, c = 9.08 (add), cut at x = 15.35: its MGF was
+    # 1.4e-10 low, another one 2.4e-8).  Walk each end outward (steps doubling from the fine step) until
+    # the exponent is below fmax - span there; beyond the scanned ranges it is monotone (past the tilted
+    # law's peak and the weight's edge), so nothing above the threshold is left outside
+    h = step2
+    for _ in range(200):
+        if -0.5 * b * b + wr * _ell(b, q, mu, lq, l1q) + split_log_weight(b, xcut, tau, part) <= fmax - span:
+            break
+        b += h
+        h *= 2.0
+    h = step2
+    for _ in range(200):
+        if -0.5 * a * a + wr * _ell(a, q, mu, lq, l1q) + split_log_weight(a, xcut, tau, part) <= fmax - span:
+            break
+        a -= h
+        h *= 2.0
     return fmax, a, b
 
 

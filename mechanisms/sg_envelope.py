@@ -121,6 +121,16 @@ def _split_bound(cuts: np.ndarray, mass: float):
     return bound
 
 
+def envelope_mass_margin(c: float, q: float, mu: float, add: bool, dx: float, xcut: float, tau: float,
+                         part: int, log_mc: float) -> float:
+    """What the envelope adds to its log M(c) (the bound's flat part, |M(c + it)| <= M(c)): the rounding
+    of the grid sum, n - 1 additions of positive terms (relative (n + 8) u, doubled) over the n points
+    of the envelope's x-range at step dx, and of log M itself (8 u |log M|).  Without it M(c) came out
+    up to 6e-14 (relative) below mpmath's value, and one ulp below at log M ~ 3e4."""
+    lo, hi = sg_env_range(c, q, mu, add, xcut, tau, part)
+    return 2.0 * 2.0**-53 * ((hi - lo) / dx + 8.0) + 8.0 * 2.0**-53 * abs(log_mc)
+
+
 def sg_envelope(c: float, q: float, mu: float, add: bool, dx: float, xcut: float = 0.0, tau: float = 1.0,
                 part: int = -1):
     """t -> log of a bound on |M(c + it')| for all |t'| >= t, for the subsampled Gaussian (0 < q < 1) or,
@@ -132,6 +142,7 @@ def sg_envelope(c: float, q: float, mu: float, add: bool, dx: float, xcut: float
     cuts = np.zeros((SPLIT_CUTS, 4))
     log_mc, tv_norm, v_fine, gmax, total, u_min, b, x_first, x_last = sg_envelope_constants(
         c, q, mu, add, dx, xcut, tau, part, np.zeros(1 << 14), hist, cuts)
+    log_mc += envelope_mass_margin(c, q, mu, add, dx, xcut, tau, part, log_mc)
     split = _split_bound(cuts, total)
     if not math.isfinite(tv_norm):
         # the loss density's total variation overflowed (tiny sigma: the density in the loss variable

@@ -1,6 +1,7 @@
-"""Soundness at the floating-point edges of the PLD cell hooks, each case
+"""Soundness at the floating-point edges of the PLD cell hooks and of the split parts' windows, each case
 one that random stress runs against mpmath found violated (2026-11-29), checked against an independent
-mpmath reference (the loss map inverted and the normal / Laplace masses integrated in mpmath).
+mpmath reference (the loss map inverted and the normal / Laplace masses integrated in mpmath; the split
+part's MGF by mpmath quadrature).
 
 * an edge at the subsampled Gaussian's loss floor log(1 - q) within its rounding: fl(log1p(-q)) can lie
   above the true floor, and at large mu most of the mass sits between them;
@@ -8,6 +9,9 @@ mpmath reference (the loss map inverted and the normal / Laplace masses integrat
 * a subsampled-Laplace atom within an ulp or two of an edge: its computed loss (log1p / expm1) may be on
   the other side of the edge than the true one;
 * randomized response's masses: the rounding of their closed forms was not counted;
+* a split part whose cut lies beyond the MGF kernel's coarse range: the window stopped 12 tau + 1 past
+  the cut, where the integrand was still within e^-24 of its maximum (MGF 1e-10 .. 2e-8 low against a
+  declared 2e-13), and so did the decay envelope's flat part M(c).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import numpy as np
 import pytest
 
 from mechanisms import RandomizedResponse, SubsampledGaussian, SubsampledLaplace
+from mechanisms.subsampled_part import SubsampledGaussianPart
 
 mp.mp.dps = 40
 
@@ -165,3 +170,40 @@ def test_randomized_response_masses_include_their_rounding(eps, k):
     truth = [1 / z, (k - 2) / z, mp.exp(E) / z, mp.mpf(0)]  # cells (-inf, -eps], (-eps, 0], (0, eps], top
     _assert_within(m, err, truth, "masses")
     assert mech.log_mgf_error > 0.0  # (the contour route carries the same rounding)
+
+
+def _part_log_mgf(q, sigma, c, direction, x_cut, tau, lo, hi):
+    """log of E[w(x) e^{c L}] under P for the big split part (weight Phi((x - x_cut) / tau)), mpmath."""
+    qm, mu, cm = mp.mpf(q), mp.mpf(1.0 / sigma), mp.mpf(c)
+    w = cm + 1 if direction == "remove" else -cm
+    xc, tm = mp.mpf(x_cut), mp.mpf(tau)
+
+    def f(x):
+        ell = mp.log(1 - qm + qm * mp.exp(mu * x - mu * mu / 2))
+        return mp.npdf(x) * mp.ncdf((x - xc) / tm) * mp.exp(w * ell)
+
+    pts = list(mp.linspace(xc - 20 * tm, xc + 20 * tm, 81)) + list(mp.linspace(xc + 21 * tm, hi, 60))
+    pts = [mp.mpf(lo)] + pts
+    return mp.log(mp.quad(f, sorted(set(pts))))
+
+
+# (q, sigma, c, direction, x_cut, tau, lo, hi): cuts beyond the kernels' coarse range
+PART_CASES = [(0.0045117545737905955, 0.650928480917647, 18.4760222556874, "remove", 44.671236749909546,
+               0.011192884647435073, 44.0, 51.0),
+              (0.0001939967772421728, 4.3662133053864185, 9.079297642328276, "add", 15.349217153968493,
+               0.03257495121637044, 14.5, 21.0)]
+
+
+@pytest.mark.parametrize("case", PART_CASES)
+def test_split_part_past_the_coarse_range_is_integrated_to_its_declared_error(case):
+    q, sigma, c, direction, x_cut, tau, lo, hi = case
+    mp.mp.dps = 30
+    try:
+        ref = _part_log_mgf(q, sigma, c, direction, x_cut, tau, lo, hi)
+    finally:
+        mp.mp.dps = 40
+    part = SubsampledGaussianPart(sigma, q, 1.0, x_cut, tau, 1)
+    got = part.log_mgf_real(c, direction)
+    assert abs(got - float(ref)) <= part.log_mgf_error, (got, float(ref))
+    # the decay envelope bounds |M(c + it')| for |t'| >= t: at t = 0 that is M(c) itself
+    assert part.log_envelope_fn(c, direction)(0.0) >= float(ref)
