@@ -90,9 +90,9 @@ class Gaussian(Mechanism):
 
     def pld_cell_offsets(self, edges: np.ndarray, direction: str = "remove"):
         """Bounds on E[L - e_{i-1} | cell i] / Delta_i (L linear in a standard normal:
-        ``mechanisms._cells.gaussian_loss_offsets``)."""
+        ``mechanisms._cell_offsets.gaussian_loss_offsets``)."""
         check_direction(direction)
-        from ._cells import gaussian_loss_offsets
+        from ._cell_offsets import gaussian_loss_offsets
 
         return gaussian_loss_offsets(edges, self.mu)
 

@@ -371,10 +371,11 @@ class SubsampledGaussian(Mechanism):
 
     def pld_cell_offsets(self, edges: np.ndarray, direction: str = "remove"):
         """Bounds on E[L - e_{i-1} | cell i] / Delta_i from the convexity of the loss in x and the
-        Gaussian shape of x inside the cell (``mechanisms._cells.sg_offsets``; Gaussian for q = 1,
+        Gaussian shape of x inside the cell (``mechanisms._cell_offsets.sg_offsets``; Gaussian for q = 1,
         ``None`` for the atom q = 0)."""
         check_direction(direction)
-        from ._cells import check_edges, gaussian_loss_offsets, sg_offsets
+        from ._cell_offsets import gaussian_loss_offsets, sg_offsets
+        from ._cells import check_edges
 
         e = check_edges(edges)
         q, mu = self.sample_rate, self.mu
