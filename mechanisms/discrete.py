@@ -76,6 +76,8 @@ __all__ = ["DiscreteGaussian", "DiscreteLaplace", "Skellam", "LOG_TAIL", "MAX_LA
 U = 2.0 ** -53
 LOG_TAIL = -690.0  # atoms of log-mass below this are not enumerated (their mass is infinite_loss_mass)
 MAX_LATTICE_ATOMS = 1 << 18  # beyond this the enumerated window is narrowed (the tail mass grows)
+#: the discrete Gaussian's window |x| <= 2^17 holds all but 2 Phi(-3.35) ~ 8e-4 of its mass up to this sigma
+DG_MAX_SIGMA = (MAX_LATTICE_ATOMS // 2 + 1) / 3.35
 _NEGLIGIBLE_TAIL = 1e-250  # below this the reported tail mass changes no float result
 #: an integer L1 sensitivity in [1, 10^6] (the lattice noises with a bounded pure epsilon)
 _LATTICE_SENSITIVITY = check(V.integer, low=1, high=10**6)
@@ -244,7 +246,8 @@ class DiscreteGaussian(_LatticeNoise):
     -----
     Exact privacy-loss lattice (Canonne, Kamath & Steinke 2020); exact RDP (module docstring).  Not pure
     DP.  ``infinite_loss_mass`` is the (rigorously bounded) probability of the atoms beyond the
-    enumerated window, below 1e-290 unless sigma > ~3500 (then the window is capped at 2^18 atoms).
+    enumerated window, below 1e-290 unless sigma > ~3500 (then the window is capped at 2^18 atoms); sigma
+    is limited to ``DG_MAX_SIGMA`` (~3.9e4), where that mass reaches ~1e-3.
     """
 
     sigma: float
@@ -261,6 +264,12 @@ class DiscreteGaussian(_LatticeNoise):
         if self.sensitivity / self.sigma > 1e6:
             raise ValueError(f"sensitivity / sigma must be <= 1e6, got sigma={self.sigma!r}, "
                              f"sensitivity={self.sensitivity!r}")
+        if self.sigma > DG_MAX_SIGMA:
+            # (past it the 2^18-atom window leaves > 1e-3 of the mass outside, counted as infinite loss:
+            # no delta below that could be certified, and at sigma ~ 2e5 that mass reached 1)
+            raise ValueError(f"sigma must be <= {DG_MAX_SIGMA:.6g} (the enumerated lattice of "
+                             f"{MAX_LATTICE_ATOMS} atoms would leave more than 1e-3 of the noise's mass "
+                             f"outside it), got {self.sigma!r}")
 
     @property
     def tight(self) -> bool:  # type: ignore[override]

@@ -166,6 +166,16 @@ def test_bad_input(cls, kw, match):
         cls(**kw)
 
 
+def test_sigma_past_the_window_is_refused_with_a_clear_error():
+    """Past DG_MAX_SIGMA the lattice window leaves more than ~1e-3 of the mass out (counted as infinite
+    loss): at sigma = 2e5 that bound reached 1 and a query died in log1p(-1) (math domain error)."""
+    from mechanisms.discrete import DG_MAX_SIGMA
+
+    assert DiscreteGaussian(DG_MAX_SIGMA).infinite_loss_mass < 1e-3
+    with pytest.raises(ValueError, match="sigma must be <="):
+        DiscreteGaussian(2e5)
+
+
 def test_large_sigma_window_reports_tail():
     m = DiscreteGaussian(5000.0)
     assert m.pld_atoms()[0].size <= (1 << 18) + 1
