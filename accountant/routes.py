@@ -305,7 +305,22 @@ class DiscretisedPLDRoute:
         return CharacteristicFunctionRoute._worst(ledger, res)
 
     def epsilon(self, ledger: Ledger, delta: float, ctx: QueryContext) -> Bracket:
-        return self._run(pld.pld_epsilon_bounds, ledger, delta, ctx)
+        return self._pure_cap(self._run(pld.pld_epsilon_bounds, ledger, delta, ctx), ledger, delta)
+
+    @staticmethod
+    def _pure_cap(b: Bracket, ledger: Ledger, delta: float) -> Bracket:
+        """The ledger's pure-DP bound sum_j k_j eps_j (rounded up) also bounds eps(delta) once delta is at
+        least the infinite-loss mass: where the grid cannot certify an end next to the loss's largest
+        atom (Laplace x 3 at delta = 4e-5: upper = inf), the trivial bound is the answer."""
+        pure = ledger.pure_epsilon
+        if not (math.isfinite(pure) and delta >= ledger.infinite_loss_mass and b.upper > pure):
+            return b
+        pure = math.nextafter(pure * (1.0 + 4.0 * (len(ledger) + 1) * 2.0**-53), math.inf)
+        if b.upper <= pure:
+            return b
+        lower = None if b.lower is None else min(b.lower, pure)
+        return Bracket(pure, lower, min(max(b.estimate, lower or 0.0), pure), b.kind,
+                       {**b.details, "pure_dp_cap": True})
 
     def delta(self, ledger: Ledger, epsilon: float, ctx: QueryContext) -> Bracket:
         return self._run(pld.pld_delta_bounds, ledger, epsilon, ctx)

@@ -1044,3 +1044,25 @@ def test_dp_sgd_many_tiny_steps_bracket_is_near_the_hypothesis_test_bound(q, k, 
         ref = epsilon_lower(ents, delta, direction)
         assert 0.0 < ref <= b.upper <= 1.6 * ref, (direction, ref, b.lower, b.upper)
         assert b.lower <= b.upper
+
+
+def test_pld_route_falls_back_to_the_pure_dp_bound_next_to_the_largest_atom():
+    """Three Laplace steps at delta = 4e-5: eps sits just below the largest loss 3a, where the grid
+    cannot certify an end, and the route answered inf (a stress run's finding); the pure-DP bound
+    3a holds for every delta >= the infinite-loss mass (0 here) and is now the answer, above the
+    contour's certified lower bound (an independent computation)."""
+    import warnings
+
+    from accountant import PrivacyAccountant
+
+    acct = PrivacyAccountant()
+    lap = Laplace(scale=8.466670867060822)
+    acct.compose(lap, 3)
+    delta = 4.134922178455354e-05
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = acct.certificate(delta=delta, method="pld")
+        ref = acct.certificate(delta=delta, method="cf")
+    assert 3 * lap.a <= got.epsilon <= 3 * lap.a * (1 + 1e-14)
+    assert got.details.get("pure_dp_cap") is True
+    assert ref.lower_bound <= got.epsilon and ref.epsilon <= got.epsilon
