@@ -284,10 +284,9 @@ def _sg_cells_under(xs, etas, q, mu, add, mix):  # pragma: no cover - compiled
         if x[i] == -math.inf:
             continue
         if eta[i] == math.inf:
-            t = x[i] * _SQRT1_2
-            below = 0.5 * math.erfc(-t)
+            below = _phi_sides(x[i])[0]
             if mix:
-                below = (1.0 - q) * below + q * 0.5 * math.erfc(-(x[i] - mu) * _SQRT1_2)
+                below = (1.0 - q) * below + q * _phi_sides(x[i] - mu)[0]
             de = 1.01 * below + TINY_ABS
         else:
             z0 = max(abs(x[i]) - eta[i], 0.0)

@@ -151,6 +151,24 @@ def split_log_weight(x, xcut, tau, part):  # pragma: no cover - compiled
 
 
 @njit(**_HELPER)
+def _weighted_exponent(x, wr, q, mu, lq, l1q, xcut, tau, part):  # pragma: no cover - compiled
+    """f(x) = -x^2/2 + wr l(x) + log w(x): the real exponent of a split part's MGF integrand."""
+    return -0.5 * x * x + wr * _ell(x, q, mu, lq, l1q) + split_log_weight(x, xcut, tau, part)
+
+
+@njit(**_HELPER)
+def _walk_out(x, h, floor, wr, q, mu, lq, l1q, xcut, tau, part):  # pragma: no cover - compiled
+    """x moved by h, 2h, 4h, ... (h signed: the direction) until the exponent there is <= floor (at most
+    200 steps)."""
+    for _ in range(200):
+        if _weighted_exponent(x, wr, q, mu, lq, l1q, xcut, tau, part) <= floor:
+            break
+        x += h
+        h *= 2.0
+    return x
+
+
+@njit(**_HELPER)
 def _weighted_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span):  # pragma: no cover - compiled
     """(fmax, a, b) for a split part: the maximum of the real exponent f(x) = -x^2/2 + wr l(x) + log w(x)
     and an interval [a, b] holding every x with f(x) > fmax - span.
@@ -175,13 +193,13 @@ def _weighted_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span):  # prag
     fmax = -np.inf
     for i in range(ncoarse + 1):
         x = lo + i * step
-        f = -0.5 * x * x + wr * _ell(x, q, mu, lq, l1q) + split_log_weight(x, xcut, tau, part)
+        f = _weighted_exponent(x, wr, q, mu, lq, l1q, xcut, tau, part)
         fc[i] = f
         if f > fmax:
             fmax = f
     for i in range(nfine + 1):
         x = lo2 + i * step2
-        f = -0.5 * x * x + wr * _ell(x, q, mu, lq, l1q) + split_log_weight(x, xcut, tau, part)
+        f = _weighted_exponent(x, wr, q, mu, lq, l1q, xcut, tau, part)
         ff[i] = f
         if f > fmax:
             fmax = f
@@ -212,18 +230,8 @@ def _weighted_window(wr, q, mu, lq, l1q, lo, hi, xcut, tau, part, span):  # prag
     # 1.4e-10 low, another one 2.4e-8).  Walk each end outward (steps doubling from the fine step) until
     # the exponent is below fmax - span there; beyond the scanned ranges it is monotone (past the tilted
     # law's peak and the weight's edge), so nothing above the threshold is left outside
-    h = step2
-    for _ in range(200):
-        if -0.5 * b * b + wr * _ell(b, q, mu, lq, l1q) + split_log_weight(b, xcut, tau, part) <= fmax - span:
-            break
-        b += h
-        h *= 2.0
-    h = step2
-    for _ in range(200):
-        if -0.5 * a * a + wr * _ell(a, q, mu, lq, l1q) + split_log_weight(a, xcut, tau, part) <= fmax - span:
-            break
-        a -= h
-        h *= 2.0
+    b = _walk_out(b, step2, fmax - span, wr, q, mu, lq, l1q, xcut, tau, part)
+    a = _walk_out(a, -step2, fmax - span, wr, q, mu, lq, l1q, xcut, tau, part)
     return fmax, a, b
 
 
