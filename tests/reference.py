@@ -25,6 +25,7 @@ kov_delta, rr_delta_enumerate, kary_rr_delta  optimal composition of (eps0, delt
 subsampled_gaussian_rdp                     exact integer-order RDP of the Poisson-subsampled Gaussian
 subsampled_gaussian_rdp_quad                same divergences (both directions, any real alpha) by quadrature
 subsampled_gaussian_delta_single            exact 1-fold profile of the subsampled Gaussian (add and remove)
+subsampled_gaussian_cells                   P- and Q-masses of its privacy-loss cells (the PLD's cell hooks)
 subsampled_gaussian_delta                   rigorous (lower, upper) bracket of the k-fold profile (via FFT)
 rdp_to_eps_classic, rdp_to_eps_balle        RDP -> (eps, delta) conversions over a finite order list
 tiny_sigma_epsilon_lower                    a tight lower bound on eps(delta) of DP-SGD at sigma << 1
@@ -54,6 +55,7 @@ __all__ = [
     "subsampled_gaussian_rdp",
     "subsampled_gaussian_rdp_quad",
     "subsampled_gaussian_delta_single",
+    "subsampled_gaussian_cells",
     "subsampled_gaussian_delta",
     "rdp_to_eps_classic",
     "rdp_to_eps_balle",
@@ -552,6 +554,47 @@ def subsampled_gaussian_rdp_quad(alpha, q, sigma, direction="forward", dps=30, a
 # ---------------------------------------------------------------------------------------------------
 # 5. Privacy profile of the Poisson-subsampled Gaussian
 # ---------------------------------------------------------------------------------------------------
+
+def _normal_interval_mp(a, b):
+    """P(a < Z <= b), Z ~ N(0, 1), in mpmath on the side where the difference is small (past |x| = 1e5
+    the tail, < e^-5e9, is taken as 0: mpmath's erfc overflows there)."""
+    a, b = (mp.mpf("-inf") if v < -1e5 else mp.mpf("inf") if v > 1e5 else v for v in (a, b))
+    if not a < b:
+        return mp.mpf(0)
+    if a >= 0:
+        return mp.ncdf(-a) - mp.ncdf(-b)
+    if b <= 0:
+        return mp.ncdf(b) - mp.ncdf(a)
+    return 1 - mp.ncdf(a) - mp.ncdf(-b)
+
+
+def subsampled_gaussian_cells(edges, q, sigma, direction="remove", sensitivity=1.0, dps=50, as_mpf=False):
+    """(P-masses, Q-masses) of the cells (-inf, e_0], (e_0, e_1], ..., (e_{n-1}, inf) of the subsampled
+    Gaussian's privacy loss, in noise units mu = sensitivity / sigma (remove: P = (1-q) N(0,1) + q N(mu,1),
+    Q = N(0,1), L = l(x) = log(1 - q + q e^{mu x - mu^2/2}); add: the swap, L = -l(x)).  Each edge is
+    mapped back to x(e) = (log(1-q) + log(expm1(e - log(1-q))) - log q) / mu + mu/2 (-inf at or below the
+    floor log(1 - q)), the masses are normal-CDF differences."""
+    with mp.workdps(dps):
+        qm, mu = mp.mpf(q), mp.mpf(sensitivity) / mp.mpf(sigma)
+        l1q, lq = mp.log1p(-qm), mp.log(qm)
+
+        def x_of(e):
+            d = mp.mpf(e) - l1q
+            return mp.mpf("-inf") if d <= 0 else (l1q + mp.log(mp.expm1(d)) - lq) / mu + mu / 2
+
+        def mix(a, b):
+            return (1 - qm) * _normal_interval_mp(a, b) + qm * _normal_interval_mp(a - mu, b - mu)
+
+        if direction == "remove":
+            xs = [mp.mpf("-inf")] + [x_of(e) for e in edges] + [mp.mpf("inf")]
+            cells = list(zip(xs[:-1], xs[1:], strict=True))
+            p, qq = [mix(a, b) for a, b in cells], [_normal_interval_mp(a, b) for a, b in cells]
+        else:  # L = -l(x) in (e_{i-1}, e_i]  <=>  x in [x(-e_i), x(-e_{i-1}))
+            xs = [mp.mpf("inf")] + [x_of(-mp.mpf(e)) for e in edges] + [mp.mpf("-inf")]
+            cells = list(zip(xs[1:], xs[:-1], strict=True))
+            p, qq = [_normal_interval_mp(a, b) for a, b in cells], [mix(a, b) for a, b in cells]
+        return [_out(v, as_mpf) for v in p], [_out(v, as_mpf) for v in qq]
+
 
 def subsampled_gaussian_delta_single(eps, q, sigma, direction="remove", dps=50, as_mpf=False):
     """Exact 1-fold profile of the Poisson-subsampled Gaussian pair (sensitivity 1), any real eps.

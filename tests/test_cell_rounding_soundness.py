@@ -24,42 +24,9 @@ import pytest
 
 from mechanisms import RandomizedResponse, SubsampledGaussian, SubsampledLaplace
 from mechanisms.subsampled_part import SubsampledGaussianPart
+from tests import reference as R
 
 mp.mp.dps = 40
-
-
-def _ndiff(a, b):
-    """N(0, 1) mass of (a, b] in mpmath, from the accurate side (past |x| = 1e5 the tail, < e^-5e9, is
-    taken as 0: mpmath's erfc overflows there)."""
-    a, b = (mp.mpf("-inf") if v < -1e5 else mp.mpf("inf") if v > 1e5 else v for v in (a, b))
-    if not a < b:
-        return mp.mpf(0)
-    if a >= 0:
-        return mp.ncdf(-a) - mp.ncdf(-b)
-    if b <= 0:
-        return mp.ncdf(b) - mp.ncdf(a)
-    return 1 - mp.ncdf(a) - mp.ncdf(-b)
-
-
-def _sg_cells(q: float, sigma: float, edges, direction: str):
-    """P- and Q-masses of the subsampled Gaussian's loss cells (mpmath; the library's float mu)."""
-    qm, mu = mp.mpf(q), mp.mpf(1.0 / sigma)
-    l1q, lq = mp.log1p(-qm), mp.log(qm)
-
-    def x_of(e):
-        d = mp.mpf(e) - l1q
-        return mp.mpf("-inf") if d <= 0 else (l1q + mp.log(mp.expm1(d)) - lq) / mu + mu / 2
-
-    def mix(a, b):
-        return (1 - qm) * _ndiff(a, b) + qm * _ndiff(a - mu, b - mu)
-
-    if direction == "remove":
-        xs = [mp.mpf("-inf")] + [x_of(e) for e in edges] + [mp.mpf("inf")]
-        cells = list(zip(xs[:-1], xs[1:], strict=True))
-        return [mix(a, b) for a, b in cells], [_ndiff(a, b) for a, b in cells]
-    xs = [mp.mpf("inf")] + [x_of(-mp.mpf(e)) for e in edges] + [mp.mpf("-inf")]
-    cells = list(zip(xs[1:], xs[:-1], strict=True))
-    return [_ndiff(a, b) for a, b in cells], [mix(a, b) for a, b in cells]
 
 
 def _assert_within(computed, err, truth, what):
@@ -82,7 +49,7 @@ def test_subsampled_gaussian_edge_at_the_loss_floor_keeps_its_masses_within_thei
                                                                                           direction):
     e = np.array(edges) if direction == "remove" else -np.array(edges)[::-1]
     mech = SubsampledGaussian(sigma=sigma, sample_rate=q)
-    truth_p, truth_q = _sg_cells(q, sigma, e, direction)
+    truth_p, truth_q = R.subsampled_gaussian_cells(e, q, sigma, direction, dps=40, as_mpf=True)
     # the misplaced mass is large: the case would fail with the old zero error bounds
     assert max(float(t) for t in truth_p) > 0.5
     _assert_within(*mech.pld_cell_masses(e, direction), truth_p, "P-masses")
@@ -94,7 +61,7 @@ def test_subsampled_gaussian_upper_tail_at_the_floor_brackets_the_truth(q, sigma
     mech = SubsampledGaussian(sigma=sigma, sample_rate=q)
     level = edges[1]
     p_lo, p_up, q_lo, q_up = mech.pld_upper_tail(level)
-    truth_p, truth_q = _sg_cells(q, sigma, [level], "remove")
+    truth_p, truth_q = R.subsampled_gaussian_cells([level], q, sigma, "remove", dps=40, as_mpf=True)
     assert p_lo <= truth_p[1] <= p_up and q_lo <= truth_q[1] <= q_up
 
 
@@ -102,7 +69,7 @@ def test_huge_edges_give_finite_error_bounds_that_hold():
     mech = SubsampledGaussian(sigma=1.0, sample_rate=0.01)
     e = np.array([0.0, 1e155])
     m, err = mech.pld_cell_masses(e, "remove")
-    truth_p, _ = _sg_cells(0.01, 1.0, e, "remove")
+    truth_p, _ = R.subsampled_gaussian_cells(e, 0.01, 1.0, "remove", dps=40, as_mpf=True)
     _assert_within(m, err, truth_p, "P-masses")
     assert err[1] < 1e-12  # (a useful bound, not only a finite one)
     tail = mech.pld_upper_tail(1e155)

@@ -31,27 +31,6 @@ def _ncdf_diff(a, b):
     return mp.ncdf(b) - mp.ncdf(a)
 
 
-def _sg_ref_cells(edges, q, sigma, sens, direction):
-    """Cells of the subsampled-Gaussian loss by mpmath: inverse image of each cell in x, normal CDFs."""
-    mu = mp.mpf(sens) / mp.mpf(sigma)
-    q = mp.mpf(q)
-
-    def xinv(l):  # l(x) = log(1 - q + q exp(mu x - mu^2/2)) = l
-        v = (mp.exp(mp.mpf(l)) - (1 - q)) / q
-        return -mp.inf if v <= 0 else (mp.log(v) + mu**2 / 2) / mu
-
-    out = []
-    if direction == "remove":
-        xs = [-mp.inf] + [xinv(e) for e in edges] + [mp.inf]
-        for a, b in zip(xs[:-1], xs[1:], strict=True):
-            out.append((1 - q) * _ncdf_diff(a, b) + q * _ncdf_diff(a - mu, b - mu))
-    else:  # L = -l(x), x ~ N(0, 1): L in (e_{i-1}, e_i]  <=>  x in [x(-e_i), x(-e_{i-1}))
-        xs = [mp.inf] + [xinv(-e) for e in edges] + [-mp.inf]
-        for a, b in zip(xs[:-1], xs[1:], strict=True):
-            out.append(_ncdf_diff(b, a))
-    return out
-
-
 def _check_cells(m, err, ref):
     m = np.asarray(m)
     err = np.broadcast_to(np.asarray(err, dtype=float), m.shape) if np.ndim(err) else None
@@ -80,7 +59,7 @@ def test_subsampled_gaussian_cells_match_mpmath(q, sigma, sens, direction):
     edges = np.concatenate([fine, wide]) if direction == "remove" else np.concatenate([-wide[::-1], fine])
     masses, err = m.pld_cell_masses(edges, direction)
     assert masses.shape == (edges.size + 1,)
-    ref = _sg_ref_cells(edges, q, sigma, sens, direction)
+    ref = R.subsampled_gaussian_cells(edges, q, sigma, direction, sens, dps=80, as_mpf=True)[0]
     _check_cells(masses, err, ref)
     assert abs(masses.sum() - 1.0) < 1e-13
 
@@ -223,8 +202,8 @@ def test_probe_range_zooms_into_a_narrow_loss_law(direction):
         assert edge - 1e-6 <= lo <= edge
     else:
         assert -edge <= hi <= -edge + 1e-6
-    above = _sg_ref_cells([hi], q, 1.0, 1.0, direction)[1]
-    below = _sg_ref_cells([lo], q, 1.0, 1.0, direction)[0]
+    above = R.subsampled_gaussian_cells([hi], q, 1.0, direction, dps=mp.mp.dps, as_mpf=True)[0][1]
+    below = R.subsampled_gaussian_cells([lo], q, 1.0, direction, dps=mp.mp.dps, as_mpf=True)[0][0]
     assert above <= tgt_hi and below <= 0.5
 
 
