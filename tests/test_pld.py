@@ -1045,3 +1045,10 @@ def test_pld_route_falls_back_to_the_pure_dp_bound_next_to_the_largest_atom():
     assert 3 * lap.a <= got.epsilon <= 3 * lap.a * (1 + 1e-14)
     assert got.details.get("pure_dp_cap") is True
     assert ref.lower_bound <= got.epsilon and ref.epsilon <= got.epsilon
+    # below the infinite-loss mass no finite eps holds, and the pure-DP bound is not offered there
+    approx = PrivacyAccountant()
+    approx.compose(ApproxDP(1.0, 1e-3), 2)  # infinite-loss mass 1 - (1 - 1e-3)^2 ~ 2e-3
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        below = approx.certificate(delta=1e-5, method="pld")
+    assert below.epsilon == math.inf and not below.details.get("pure_dp_cap")
