@@ -293,6 +293,56 @@ def test_wide_bracket_tries_higher_cuts_and_intersects():
     assert auto.upper - auto.lower <= 1e-3 * auto.upper < low.upper - low.lower
 
 
+def test_capped_core_alone_is_followed_by_the_low_cut(monkeypatch):
+    """q = 1e-3, sigma = 0.3, T = 100, delta = 1e-5 (remove): the rule's high cut leaves the remainder to
+    its Chernoff bound, and the core, which then holds the big steps' losses, has its contour capped.
+    Two passes at that cut gave [10.9956, 11.0845] (8e-3 relative), so auto ran the discretised PLD as
+    well. The pass after such a one now takes the low cut, and the bracket is narrow. Both certified
+    brackets overlap each other and the discretised PLD's (an independent route)."""
+    entries = [(SubsampledGaussian(sigma=0.3, sample_rate=1e-3), 100)]
+    r = split.split_epsilon_bounds(entries, 1e-5, "remove", 1e-4)
+    assert r.upper - r.lower <= 1e-4 * r.upper
+    monkeypatch.setattr(split, "_core_capped_alone", lambda *_: False)
+    old = split.split_epsilon_bounds(entries, 1e-5, "remove", 1e-4)
+    assert old.upper - old.lower > 1e-3 * old.upper  # (the case the rule is for)
+    assert r.lower <= old.upper and old.lower <= r.upper
+    p = pld.pld_epsilon_bounds(entries, 1e-5, "remove", 1e-3)
+    assert r.lower <= p.upper and p.lower <= r.upper
+
+
+def test_low_cut_with_a_negligible_core_gives_way_to_the_high_cut(monkeypatch):
+    """q = 1e-4, sigma = 1, T = 1000, delta = 1e-12: at eps ~ 0.097 no cut leaves the remainder negligible.
+    At the low cut eps/2 the core is negligible, so the remainder there is nearly the whole ledger: its
+    bracket is over 1e-3 wide (it was 1.1e-2, and the high cut was then tried as well). The high cut is
+    now taken at once: no part is integrated at a cut below eps/1.5, the bracket is narrow, its cut lies
+    above eps, and the low cut's certified delta bracket at the certified eps holds delta (the truth
+    lies in both)."""
+    entries = [(SubsampledGaussian(sigma=1.0, sample_rate=1e-4), 1000)]
+    cut_of: dict = {}
+    integrated_at: list = []
+    real_sc, real_pg = split.SplitComposition.__init__, split._PartGrid.__init__
+
+    def sc_init(self, entries, direction, ell_cut):
+        real_sc(self, entries, direction, ell_cut)
+        cut_of[id(self.core)] = cut_of[id(self.rem)] = ell_cut
+
+    def pg_init(self, pld_, eps_ref, log_target, skip, rtol, chernoff_only=False, *a, **k):
+        real_pg(self, pld_, eps_ref, log_target, skip, rtol, chernoff_only, *a, **k)
+        if not chernoff_only:
+            integrated_at.append(cut_of[id(pld_)])
+
+    monkeypatch.setattr(split.SplitComposition, "__init__", sc_init)
+    monkeypatch.setattr(split._PartGrid, "__init__", pg_init)
+    r = split.split_epsilon_bounds(entries, 1e-12, "remove", 1e-4)
+    monkeypatch.undo()
+    assert integrated_at and min(integrated_at) > r.upper / 1.5, integrated_at
+    assert r.upper - r.lower <= 2e-4 * r.upper
+    assert r.details["ell_cut"] > r.upper
+    low = split.split_delta_bounds(entries, r.upper, "remove", 1e-4, ell_cut=split._grid_cut(r.upper / 2))
+    assert low.upper - low.lower > 1e-3 * low.upper  # (the case the rule is for)
+    assert low.lower <= 1e-12 * (1 + 1e-9)  # (delta(upper) <= 1e-12 is certified; low.lower <= the truth)
+
+
 def test_tiny_delta_chain_through_the_wide_cut_corner():
     """The sweep's q = 1e-4, sigma = 1, delta = 1e-12 chain at T = 1000 (2.9e-2 relative before the higher
     cuts): within the width target, above the max-statistic lower bound, below the RDP bound, and
