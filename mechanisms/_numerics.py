@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import cmath
 import math
+from fractions import Fraction
 
 import numpy as np
 from numba import njit
@@ -17,6 +18,76 @@ _U = 2.0 ** -53
 #: scipy's log_ndtr is accurate to 4.2 ulps of (1 + |value|) (measured against mpmath on [-3000, 5]);
 #: the bounds below allow 16
 LOG_NDTR_ULPS = 16.0
+
+
+# ---------------------------------------------------------------------------- directed rounding
+def _ceil_to_float(x: float, exact: Fraction) -> float:
+    """The float x (``exact`` rounded to nearest) moved up one step when it lies below ``exact``: the
+    smallest float >= ``exact``."""
+    return math.nextafter(x, math.inf) if Fraction(x) < exact else x
+
+
+def add_up(*xs: float) -> float:
+    """The smallest float >= the exact sum of the finite floats ``xs`` (``math.fsum`` rounds to nearest;
+    one step up when that is below the exact rational sum).  An infinite or NaN summand is passed through
+    ``fsum`` unchanged."""
+    tot = math.fsum(xs)
+    if not all(math.isfinite(x) for x in xs) or not math.isfinite(tot):
+        return tot
+    return _ceil_to_float(tot, sum((Fraction(x) for x in xs), Fraction(0)))
+
+
+def mul_up(a: float, b: float) -> float:
+    """The smallest float >= the exact product a b (finite a, b; ints allowed), else the float product."""
+    x = float(a) * float(b) if isinstance(a, float) or isinstance(b, float) else float(a * b)
+    if not (math.isfinite(x) and math.isfinite(a) and math.isfinite(b)):
+        return x
+    return _ceil_to_float(x, Fraction(a) * Fraction(b))
+
+
+def ceil_fraction(exact: Fraction) -> float:
+    """The smallest float >= the rational ``exact`` (``float`` of a Fraction rounds to nearest)."""
+    return _ceil_to_float(float(exact), exact)
+
+
+_SPLIT = 134217729.0  # 2^27 + 1 (Veltkamp splitting of a double into two 26-bit halves)
+
+
+def mul_up_array(a, b) -> np.ndarray:
+    """Elementwise the smallest float >= the exact product a b (float arrays, broadcast): the product's
+    rounding error is computed exactly (Dekker's TwoProduct: Veltkamp splitting, no FMA needed) and the
+    product moved one step up where it is positive.  Where the splitting could overflow (|x| > 1e290) or
+    the product is below 2^-960 (subnormal rounding), positive products are moved up unconditionally."""
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    with np.errstate(invalid="ignore", over="ignore"):
+        p = a * b
+        ca = _SPLIT * a
+        ah = ca - (ca - a)
+        al = a - ah
+        cb = _SPLIT * b
+        bh = cb - (cb - b)
+        bl = b - bh
+        err = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    plain = ~((np.abs(a) < 1e290) & (np.abs(b) < 1e290) & (np.abs(p) > 2.0 ** -960) & np.isfinite(p))
+    up = np.where(plain, p > 0.0, err > 0.0) & np.isfinite(p)
+    return np.where(up, np.nextafter(p, np.inf), p)
+
+
+def scale_up(k: float, v) -> np.ndarray:
+    """k v for an array v and a factor k >= 0, rounded up (:func:`mul_up_array`; unchanged for k = 1)."""
+    v = np.asarray(v, dtype=float)
+    if k == 1:
+        return v
+    return mul_up_array(float(k), v)
+
+
+def div_up(a: float, b: float) -> float:
+    """The smallest float >= the exact quotient a / b (finite a, non-zero finite b)."""
+    x = a / b
+    if not (math.isfinite(x) and math.isfinite(a) and math.isfinite(b)):
+        return x
+    return _ceil_to_float(x, Fraction(a) / Fraction(b))
 
 
 def log_ndtr_bounds(z, z_err=0.0) -> tuple[np.ndarray, np.ndarray]:

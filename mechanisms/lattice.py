@@ -27,7 +27,10 @@ from ._numerics import atoms_phase_error, discrete_log_mgf, log_binomial_coeffic
 from ._rdp_kernels import rr_k_curve
 from .base import Mechanism, UnsupportedRoute, check_direction
 
-__all__ = ["AtomicMechanism", "DiscreteMechanism", "rr_atoms", "rr_power_atoms", "rr_rdp"]
+__all__ = ["AtomicMechanism", "DiscreteMechanism", "atoms_rdp_upper", "rr_atoms", "rr_power_atoms", "rr_rdp"]
+
+_U = 2.0 ** -53
+_INPUT_ULPS = 4.0  # accuracy of stored losses, ulps of 1 + |l| (= conversions.atoms.INPUT_ULPS)
 
 
 def rr_rdp(alpha, epsilon: float, k: int = 2) -> np.ndarray:
@@ -160,24 +163,84 @@ class DiscreteMechanism(AtomicMechanism):
 
     pld_available = True
 
-    def _conditional_atoms(self) -> tuple[np.ndarray, np.ndarray]:
-        l, w = self._atoms()
-        return l, w / w.sum()
-
     def _rr_k(self) -> int | None:
-        """k when the conditional atoms are those of k-ary randomized response (closed-form RDP)."""
+        """k when the conditional atoms are those of k-ary randomized response RR(``pure_epsilon``)
+        (closed-form RDP)."""
         return None
 
     def rdp(self, alpha) -> np.ndarray:
+        """RDP of the conditional atoms, an upper bound: the closed form of k-ary randomized response
+        (``_rr_k``, rounded up), else :func:`atoms_rdp_upper` (certified), both capped at ``pure_epsilon``."""
         al = V.alphas(alpha)
         k = self._rr_k()
         if k is not None:
             # closed form, accurate as alpha -> 1 and for tiny eps, rounded up
-            return _rr_curve(al, float(self.epsilon), int(k))
-        l, w = self._conditional_atoms()
-        out = np.full(al.shape, self.pure_epsilon)
-        fin = np.isfinite(al)
-        s = al[fin] - 1.0
-        val = np.real(discrete_log_mgf(s.astype(complex), l, w)) / s
-        out[fin] = np.clip(val, 0.0, self.pure_epsilon)
-        return out
+            return _rr_curve(al, float(self.pure_epsilon), int(k))
+        l, w = self._atoms()
+        return atoms_rdp_upper(al, l, w, self.pure_epsilon, self._atom_mass_rel_err())
+
+
+def atoms_rdp_upper(alpha: np.ndarray, losses: np.ndarray, masses: np.ndarray, cap: float,
+                    mass_rel_err: float = 0.0) -> np.ndarray:
+    """Upper bound on the RDP log(M(s)) / s, s = alpha - 1, of finite atoms (l_i, w_i) > 0 normalised to
+    mass 1 (the conditional law: M(s) = sum_i w_i e^{s l_i} / W, W = sum_i w_i), capped at ``cap``
+    (>= the largest loss; alpha = inf gives ``cap``).  Certified, not a rounded estimate:
+
+    * each stored loss may be off by ``INPUT_ULPS`` = 4 ulps of 1 + |l| (the atoms' contract,
+      :mod:`conversions.atoms`) and each mass by the relative ``mass_rel_err``: their worst case,
+      e^{s l} <= e^{s l~} e^{s d} and w <= w~ (1 + rho) / (1 - rho) relative to W, is evaluated;
+    * M - 1 = sum_i w_i expm1(s l_i) / W (exact; accurate as s -> 0 and for tiny losses, where the
+      plain log-sum-exp returned 0 for a positive divergence), rounding bounded by (n + 8) u times the
+      sum of the terms' moduli; for large s l the max-shifted log-sum-exp with (n + 8) u (1 + |terms|);
+      the smaller of the two bounds is kept;
+    * the result is rounded up (relative 4 u and one step), never below 0.
+    """
+    l = np.asarray(losses, dtype=float)
+    w = np.asarray(masses, dtype=float)
+    keep = w > 0
+    l, w = l[keep], w[keep]
+    big_w = math.fsum(w.tolist())  # (correctly rounded)
+    rho = mass_rel_err * (1.0 + 1e-6)
+    ratio = w / big_w
+    w_up = ratio * ((1.0 + rho) / (1.0 - rho)) * (1.0 + 8.0 * _U)  # (W, the quotients and factors rounded)
+    w_lo = ratio * ((1.0 - rho) / (1.0 + rho)) * (1.0 - 8.0 * _U)
+    dl = _INPUT_ULPS * _U * (1.0 + np.abs(l))
+    logw = np.log(w_up) + 2.0 * _U * (1.0 + np.abs(np.log(w_up)))
+    lmax = float(np.max(np.abs(l))) if l.size else 0.0
+    out = np.empty(alpha.shape)
+    for i, a in np.ndenumerate(alpha):
+        if not math.isfinite(a):
+            out[i] = cap
+            continue
+        s = a - 1.0
+        lsum = _log_sum_exp_upper(s, l + dl, logw, lmax)
+        if s * (lmax + float(np.max(dl, initial=0.0))) <= 700.0:
+            lsum = min(lsum, _log1p_expm1_upper(s, l, dl, w_up, w_lo))
+        v = max(lsum, 0.0) / s
+        out[i] = min(cap, math.nextafter(v * (1.0 + 4.0 * _U), math.inf))
+    return out
+
+
+def _log1p_expm1_upper(s: float, l: np.ndarray, dl: np.ndarray, w_up: np.ndarray,
+                       w_lo: np.ndarray) -> float:
+    """Upper bound on log M(s) from M - 1 = sum_i w_i expm1(s l_i) / W (see :func:`atoms_rdp_upper`):
+    e^{s l} - 1 <= expm1(s l~) + e^{s l~} expm1(s d); the normalised masses' upper ends ``w_up`` on the
+    non-negative parts, their lower ends ``w_lo`` on the negative ones."""
+    em = np.expm1(s * l)
+    shift = (1.0 + em) * np.expm1(s * dl)
+    terms = np.where(em >= 0.0, w_up * (em + shift), w_lo * em + w_up * shift)
+    mag = float(np.sum(np.abs(terms)))
+    x = math.fsum(terms.tolist()) + (l.size + 8.0) * _U * mag
+    if x <= -1.0:
+        return -math.inf
+    return math.log1p(x) * (1.0 + 2.0 * _U) + 1e-300 if x > 0.0 else math.log1p(x)
+
+
+def _log_sum_exp_upper(s: float, l_up: np.ndarray, logw_up: np.ndarray, lmax: float) -> float:
+    """Upper bound on log sum_i e^{logw_i + s l_i} (losses and log-masses already pushed up): max-shifted
+    sum, rounding (n + 8) u (1 + max |term| + s max|l|)."""
+    t = logw_up + s * l_up
+    m = float(np.max(t))
+    acc = math.fsum(np.exp(t - m).tolist())
+    v = m + math.log(acc)
+    return v + (l_up.size + 8.0) * _U * (1.0 + float(np.max(np.abs(t))) + abs(v) + s * lmax)

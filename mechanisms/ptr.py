@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from . import validation as V
-from ._numerics import log_expm1
+from ._numerics import add_up, log_expm1
 from .base import RELATIONS, Mechanism, check
 from .lattice import DiscreteMechanism, rr_atoms
 from .registry import from_dict, register
@@ -85,12 +85,13 @@ def ptr_total_delta(delta: float, test_delta: float, false_positive: float, comb
     """delta of the Gen-PTR certificate: ``test_delta + max(delta, false_positive)`` (or the paper's sum).
 
     ``combine="max"`` is what the proof of Thm 4.3 establishes (docs/derivations/generalized-ptr.md §1);
-    ``"sum"`` is the theorem as printed (``delta + delta_hat + delta'``).
+    ``"sum"`` is the theorem as printed (``delta + delta_hat + delta'``).  Rounded up (the smallest float
+    >= the exact sum).
     """
     V.one_of("combine", combine, options=COMBINE_RULES)
     if combine == "max":
-        return test_delta + max(delta, false_positive)
-    return test_delta + delta + false_positive
+        return add_up(test_delta, max(delta, false_positive))
+    return add_up(test_delta, delta, false_positive)
 
 
 @register
@@ -150,8 +151,8 @@ class GeneralizedPTR(DiscreteMechanism):
 
     @property
     def total_epsilon(self) -> float:
-        """eps + eps_hat."""
-        return self.epsilon + self.test_epsilon
+        """eps + eps_hat, rounded up (the smallest float >= the exact sum)."""
+        return add_up(self.epsilon, self.test_epsilon)
 
     @property
     def total_delta(self) -> float:
@@ -169,6 +170,9 @@ class GeneralizedPTR(DiscreteMechanism):
     def _atoms(self):
         l, w = rr_atoms(self.total_epsilon, 2)
         return l, w * (1.0 - self.total_delta)
+
+    def _rr_k(self) -> int | None:
+        return 2  # the conditional curve is binary randomized response's, RR(total_epsilon)
 
 
 # ---------------------------------------------------------------------------- RDP route

@@ -26,8 +26,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import validation as V
+from ._numerics import mul_up
 from .lattice import DiscreteMechanism, rr_atoms
 from .registry import register
+
+_U = 2.0 ** -53
 
 
 @register
@@ -59,17 +62,26 @@ class SampledWithoutReplacement(DiscreteMechanism):
 
     @property
     def amplified_epsilon(self) -> float:
-        """log(1 + gamma (e^eps - 1)), computed as log1p(gamma expm1(eps)) (no overflow for large eps)."""
+        """log(1 + gamma (e^eps - 1)), computed as log1p(gamma expm1(eps)) (no overflow for large eps),
+        rounded up: expm1, the product and log1p each round by < 1 ulp and log1p passes a relative error
+        of its argument on with a factor <= 1, so the float is within 3 ulps; 4 ulps and one step are
+        added (an upper bound; exact at gamma = 0 and gamma = 1)."""
         g, e = self.sample_rate, self.epsilon
-        if g == 0.0:
+        if g == 0.0 or e == 0.0:
             return 0.0
+        if g == 1.0:
+            return e
         if e > 700.0:  # log(gamma e^eps (1 + (1 - gamma) e^{-eps} / gamma)) without overflow
-            return math.log(g) + e + math.log1p((1.0 - g) * math.exp(-e) / g)
-        return math.log1p(g * math.expm1(e))
+            lg = math.log(g)
+            v = lg + e + math.log1p((1.0 - g) * math.exp(-e) / g)
+            return math.nextafter(v + 4.0 * _U * (abs(lg) + e + 1.0), math.inf)
+        v = math.log1p(g * math.expm1(e))
+        return math.nextafter(v * (1.0 + 4.0 * _U), math.inf)
 
     @property
     def amplified_delta(self) -> float:
-        return self.sample_rate * self.delta
+        """gamma delta, rounded up (the smallest float >= the exact product)."""
+        return mul_up(self.sample_rate, self.delta)
 
     @property
     def pure_epsilon(self) -> float:
@@ -82,3 +94,6 @@ class SampledWithoutReplacement(DiscreteMechanism):
     def _atoms(self) -> tuple[np.ndarray, np.ndarray]:
         l, w = rr_atoms(self.amplified_epsilon, 2)
         return l, w * (1.0 - self.amplified_delta)
+
+    def _rr_k(self) -> int | None:
+        return 2  # the conditional curve is binary randomized response's, RR(amplified_epsilon)
