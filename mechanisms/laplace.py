@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import validation as V
-from ._numerics import laplace_log_mgf_kernel
+from ._numerics import div_up, laplace_log_mgf_kernel
 from ._rdp_kernels import laplace_curve
 from .base import Mechanism, as_complex_array, check_direction
 from .registry import register
@@ -68,12 +68,11 @@ class Laplace(Mechanism):
 
     @property
     def a(self) -> float:
-        """Normalised sensitivity Delta / b (= the pure-DP epsilon).
-
-        One floating-point division: the routes account the pair at this float, within half an ulp
-        (1.1e-16 relative) of the real ratio Delta / b (e.g. scale 0.1 gives a = 10.0 for the real
-        9.99999999999999944); the discretised PLD places the loss atoms +-a at this float."""
-        return self.sensitivity / self.scale
+        """Normalised sensitivity Delta / b (= the pure-DP epsilon), rounded up: the smallest float >= the
+        real ratio (e.g. scale 0.1 gives a = 10.0 for the real 9.99999999999999944).  The routes account the
+        pair at this float, which dominates the real pair (a larger shift of the same Laplace noise); the
+        discretised PLD places the loss atoms +-a at it."""
+        return div_up(self.sensitivity, self.scale)
 
     @property
     def pure_epsilon(self) -> float:

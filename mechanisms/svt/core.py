@@ -42,12 +42,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import ClassVar
 
 import numpy as np
 
 from .. import validation as V
-from .._numerics import stirlerr
+from .._numerics import add_up, ceil_fraction, div_up, mul_up, scale_up, stirlerr
 from .._rdp_kernels import rr_k_curve
 from ..base import UnsupportedRoute, check
 from ..laplace import laplace_rdp
@@ -216,10 +217,20 @@ class _Plan:
     logm: np.ndarray
 
 
+def _sum_up(v: np.ndarray) -> np.ndarray:
+    """A curve made of a few rounded non-negative summands, rounded up (relative 16 ulps and one step)."""
+    v = v * (1.0 + 16.0 * _U)
+    return np.where(v > 0.0, np.nextafter(v, np.inf), v)
+
+
 def _noise_param(kind: str, scale: float, sens: float) -> tuple[int, float]:
+    """(kind, a): a = Delta^2 / (2 sigma^2) (Gaussian) or Delta / b (Laplace), the smallest float >= the
+    exact value (every curve is increasing in a, so the rounded-up a gives upper bounds).  For a Laplace
+    scale b = fl(Delta / eps) (``LaplaceSVT``), Delta / b lies within half an ulp of eps, so that a >= eps:
+    the curves bound both the pair at the declared eps and the one at the float scale."""
     if kind == "gaussian":
-        return K.GAUSS, sens * sens / (2.0 * scale * scale)
-    return K.LAP, sens / scale
+        return K.GAUSS, ceil_fraction(Fraction(sens) ** 2 / (2 * Fraction(scale) ** 2))
+    return K.LAP, div_up(sens, scale)
 
 
 def _build_plan(tn: str, ts: float, qn: str, qs: float, sens: float, cutoff: int, resample: bool,
@@ -228,7 +239,7 @@ def _build_plan(tn: str, ts: float, qn: str, qs: float, sens: float, cutoff: int
     mult = cutoff if (resample and cutoff > 1) else 1
     k_rho, a_rho = _noise_param(tn, ts, sens)
     k_nu, a_nu = _noise_param(qn, qs, 2.0 * sens)
-    rr_eps = a_rho + c_eff * a_nu if (tn == "laplace" and qn == "laplace") else math.inf
+    rr_eps = add_up(a_rho, mul_up(c_eff, a_nu)) if (tn == "laplace" and qn == "laplace") else math.inf
     pure_query = qn == "laplace" and c_eff == 1
     log_len = log_binom_sum(kmax, c_eff) if kmax is not None else math.nan
     qplus = False
@@ -329,7 +340,7 @@ class _SVTBase(AtomicMechanism):
         out = np.full(x.shape, np.inf)
         for v in best.values():
             out = np.minimum(out, v)
-        return (self._plan.mult * out).reshape(al.shape)
+        return scale_up(self._plan.mult, out).reshape(al.shape)
 
     def rdp_bounds(self, alpha, envelope: bool = False) -> dict[str, np.ndarray]:
         """Each valid bound of the analysed *unit* separately (before multiplying by the unit count).
@@ -343,25 +354,30 @@ class _SVTBase(AtomicMechanism):
         return {k: v.reshape(al.shape) for k, v in self._unit_curves(x, envelope).items()}
 
     def _unit_curves(self, x: np.ndarray, envelope: bool) -> dict[str, np.ndarray]:
+        """The valid curves of one unit, each an upper bound: the RR curve is rounded up by its kernel; the
+        others are sums of a few non-negative terms whose inputs are upper bounds (a_rho, a_nu, log_len,
+        log M_g), rounded up here by a relative 16 ulps and one step (their sums rounded to nearest:
+        (7.3) at alpha = inf, eps1 + eps2, was below the exact sum)."""
         p = self._plan
         out: dict[str, np.ndarray] = {}
         if math.isfinite(p.rr_eps):
             out["rr"] = rr_k_curve(x, p.rr_eps, 2)
         if p.pure_query:
-            out["7.3"] = K.pure_query_curve(x, p.k_rho, p.a_rho, p.a_nu)
+            out["7.3"] = _sum_up(K.pure_query_curve(x, p.k_rho, p.a_rho, p.a_nu))
         if not math.isnan(p.log_len):
             key = "7.1" if p.c_eff == 1 else "thm727"
-            out[key] = K.transfer_curve(x, p.k_rho, p.a_rho, p.k_nu, p.a_nu, float(p.c_eff), p.log_len,
-                                        envelope)
+            out[key] = _sum_up(K.transfer_curve(x, p.k_rho, p.a_rho, p.k_nu, p.a_nu, float(p.c_eff),
+                                                p.log_len, envelope))
         if p.qplus:
-            out["7.2"] = K.qplus_curve(x, p.gammas, p.logm, p.a_rho, p.a_nu, envelope)
+            out["7.2"] = _sum_up(K.qplus_curve(x, p.gammas, p.logm, p.a_rho, p.a_nu, envelope))
         return out
 
     @property
     def pure_epsilon(self) -> float:
-        """eps_1 + c eps_2 (no resampling) or c (eps_1 + eps_2) (resampling) for Laplace noises; else inf."""
+        """eps_1 + c eps_2 (no resampling) or c (eps_1 + eps_2) (resampling) for Laplace noises, rounded up;
+        else inf."""
         p = self._plan
-        return p.mult * p.rr_eps if math.isfinite(p.rr_eps) else math.inf
+        return mul_up(p.mult, p.rr_eps) if math.isfinite(p.rr_eps) else math.inf
 
     @property
     def infinite_loss_mass(self) -> float:

@@ -27,6 +27,7 @@ import numpy as np
 from numba import njit
 
 from .. import validation as V
+from .._numerics import mul_up, scale_up
 from .._rdp_conversion import eps_from_rdp
 from .._rdp_kernels import rr_k_curve
 from ..base import check, field_ref
@@ -206,13 +207,14 @@ class StageWiseSVT(AtomicMechanism):
 
     @property
     def pure_epsilon(self) -> float:
-        return self.stages * self.stage_epsilon
+        """m eps_s, rounded up."""
+        return mul_up(self.stages, self.stage_epsilon)
 
     def rdp(self, alpha) -> np.ndarray:
-        """Conditional RDP m * RR_{eps_s}(alpha) (the failure mass is ``infinite_loss_mass``)."""
+        """Conditional RDP m * RR_{eps_s}(alpha) (the failure mass is ``infinite_loss_mass``), rounded up."""
         al = V.alphas(alpha)
         vals = rr_k_curve(np.ascontiguousarray(al.ravel()), self.stage_epsilon, 2)
-        return self.stages * vals.reshape(al.shape)
+        return scale_up(self.stages, vals).reshape(al.shape)
 
     def _atoms(self) -> tuple[np.ndarray, np.ndarray]:
         return rr_power_atoms(self.stage_epsilon, self.stages, self.stages * math.log1p(-self.stage_delta))
