@@ -56,6 +56,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -66,6 +67,7 @@ from ._discrete_kernels import (
     atoms_log_mgf_real,
     bessel_backward,
 )
+from ._numerics import ceil_fraction, div_up, mul_up
 from ._rdp_kernels import rr_k_curve
 from .base import as_complex_array, check, check_direction
 from .lattice import AtomicMechanism as _AtomicPLD
@@ -294,18 +296,20 @@ class DiscreteGaussian(_LatticeNoise):
         docstring)."""
         al = V.alphas(alpha)
         out = np.empty(al.shape)
-        half_mu2 = 0.5 * self.mu**2
+        # Delta^2 / (2 sigma^2) and alpha times it, each rounded up
+        half_mu2 = ceil_fraction(Fraction(self.sensitivity) ** 2 / (2 * Fraction(self.sigma) ** 2))
         d = float(self.sensitivity)
         for i, a in np.ndenumerate(al):
             if not math.isfinite(a):
                 out[i] = math.inf
                 continue
-            cks = a * half_mu2
+            cks = mul_up(a, half_mu2)  # >= alpha Delta^2 / (2 sigma^2), the cap
             th = -(a - 1.0) * d
             dth = 4.0 * U * abs(th)
             lr = _log_theta_ratio_upper(th, self.sigma, dth)
-            v = cks + lr / (a - 1.0)
-            out[i] = min(cks, max(0.0, v + 4.0 * U * abs(v)))
+            q = lr / (a - 1.0)  # (a - 1 is exact for a < 2^53; the quotient and the sum round once each)
+            v = cks + q
+            out[i] = min(cks, max(0.0, math.nextafter(v + 2.0 * U * (abs(v) + abs(q)), math.inf)))
         return out
 
 
@@ -360,7 +364,8 @@ class DiscreteLaplace(_LatticeNoise):
 
     @property
     def pure_epsilon(self) -> float:
-        return self.sensitivity / self.scale
+        """Delta / scale, rounded up (the smallest float >= the exact ratio)."""
+        return div_up(float(self.sensitivity), self.scale)
 
     def _lattice(self):
         return _dlap_lattice(self.scale, self.sensitivity)
@@ -371,9 +376,10 @@ class DiscreteLaplace(_LatticeNoise):
     def rdp(self, alpha) -> np.ndarray:
         al = V.alphas(alpha)
         if self.sensitivity == 1:
-            # the pair is binary randomized response with eps = 1/scale (closed form, rounded up)
+            # the pair is binary randomized response with eps = 1/scale (closed form at eps rounded up,
+            # itself rounded up)
             flat = np.ascontiguousarray(al.ravel(), dtype=float)
-            return rr_k_curve(flat, float(1.0 / self.scale), 2).reshape(al.shape)
+            return rr_k_curve(flat, self.pure_epsilon, 2).reshape(al.shape)
         l, lw, _, _ = self._lattice()
         return _atoms_rdp(al, l, np.exp(lw), self.pure_epsilon)
 

@@ -66,6 +66,7 @@ import numpy as np
 from . import validation as V
 from ._fixed_size_kernels import half_line_log_j, half_line_tv
 from .base import Delegating, Mechanism, as_complex_array, check, check_direction, field_ref
+from .gaussian import gaussian_rdp_upper
 from .registry import register
 from .subsampled import SubsampledGaussian, _interpolate_cgf
 
@@ -308,11 +309,11 @@ class FixedSizeGaussianReplaceOne(_FixedSizeStep):
         al = V.alphas(alpha)
         out = np.full(al.shape, np.inf)
         if self.sample_rate == 1.0:
-            return al * self.mu**2 / 2.0
+            return gaussian_rdp_upper(al, 2.0 * self.sensitivity, self.sigma)
         fin = np.isfinite(al)
         if fin.any():
             a = al[fin]
-            val = np.minimum(self._rdp_bound(a), a * self.mu**2 / 2.0)
+            val = np.minimum(self._rdp_bound(a), gaussian_rdp_upper(a, 2.0 * self.sensitivity, self.sigma))
             small = a <= self.QUAD_MAX_ORDER
             if small.any():
                 val[small] = np.minimum(val[small], self._rdp_exact(a[small]))

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import validation as V
+from ._numerics import mul_up, scale_up
 from .base import Mechanism, check, field_ref
 from .gnmax import subsampled_gaussian_rdp
 from .registry import register
@@ -90,14 +91,16 @@ class PrivateKNN(Mechanism):
         return subsampled_gaussian_rdp(alpha, self.sigma_answer, self.sample_rate, self.answer_sensitivity)
 
     def rdp(self, alpha) -> np.ndarray:
+        """num_queries x screening + answer_cap x answers, each product and the sum rounded up."""
         a = V.alphas(alpha)
-        out = self.num_queries * self.screening_rdp(a)
+        out = scale_up(self.num_queries, self.screening_rdp(a))
         if self.answer_cap:
-            out = out + self.answer_cap * self.answer_rdp(a)
+            out = out + scale_up(self.answer_cap, self.answer_rdp(a))
+            out = np.where(out > 0.0, np.nextafter(out, np.inf), out)
         return out
 
     @property
     def pure_epsilon(self) -> float:
         if self.answer_cap:
             return math.inf
-        return self.num_queries * self.screening.pure_epsilon
+        return mul_up(self.num_queries, self.screening.pure_epsilon)

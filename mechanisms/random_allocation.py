@@ -76,6 +76,7 @@ from scipy.special import gammaln
 from . import validation as V
 from ._allocation_kernels import log_laplace_grid, log_power_moments
 from .base import Mechanism, check, field_ref
+from .gaussian import gaussian_rdp_upper
 from .registry import register
 
 #: declared absolute error of log E_Q[(S/t)^-beta] from the two quadratures (validated against mpmath)
@@ -215,7 +216,7 @@ class BallsInBinsGaussian(Mechanism):
         """D_alpha(P_t || Q_t): exact at integers, CGF interpolation between them (upper bound); orders
         above ``REMOVE_MAX_ORDER`` get the Gaussian cap alpha mu^2 / 2."""
         al = V.alphas(alpha)
-        out = al * self.mu**2 / 2.0
+        out = gaussian_rdp_upper(al, self.sensitivity, self.sigma)
         fin = np.isfinite(al) & (al <= self.REMOVE_MAX_ORDER)
         if not fin.any():
             return out
@@ -241,14 +242,14 @@ class BallsInBinsGaussian(Mechanism):
             a = np.maximum(al[fin], 1.5)
             beta = a - 1.0
             if self.num_steps == 1:  # the Gaussian pair
-                out[fin] = a * self.mu**2 / 2.0
+                out[fin] = gaussian_rdp_upper(a, self.sensitivity, self.sigma)
             else:
                 out[fin] = _add_log_moment(self.mu, self.num_steps, beta) / beta
         return out
 
     def rdp(self, alpha) -> np.ndarray:
         al = V.alphas(alpha)
-        cap = al * self.mu**2 / 2.0
+        cap = gaussian_rdp_upper(al, self.sensitivity, self.sigma)
         if self.num_steps == 1:
             return cap
         return np.minimum(np.maximum(self.remove_rdp(al), self.add_rdp(al)), cap)
@@ -326,7 +327,7 @@ class RandomAllocationGaussian(Mechanism):
         """Upper bound on D_alpha(P || Q) (record present vs absent): the sum over the groups of the
         1-of-m remove curves, each capped by the Gaussian alpha mu^2 / 2 (rounded up)."""
         al = V.alphas(alpha)
-        cap = al * self.mu**2 / 2.0
+        cap = gaussian_rdp_upper(al, self.sensitivity, self.sigma)
         tot = np.zeros(al.shape)
         for part, n in self._parts():
             tot = tot + n * np.minimum(part.remove_rdp(al), cap)
@@ -336,7 +337,7 @@ class RandomAllocationGaussian(Mechanism):
         """Upper bound on D_alpha(Q || P) (record absent vs present): as ``remove_rdp`` with the add
         curves (orders in (1, 1.5) use the value at 1.5, as for one group)."""
         al = V.alphas(alpha)
-        cap = al * self.mu**2 / 2.0
+        cap = gaussian_rdp_upper(al, self.sensitivity, self.sigma)
         tot = np.zeros(al.shape)
         for part, n in self._parts():
             tot = tot + n * np.minimum(part.add_rdp(al), cap)
@@ -348,11 +349,11 @@ class RandomAllocationGaussian(Mechanism):
         al = V.alphas(alpha)
         k = self.steps_per_record
         if self.num_steps == k:  # every step uses the record: the k-fold Gaussian (exact)
-            return al * (k * self.mu**2) / 2.0
+            return gaussian_rdp_upper(al, self.sensitivity, self.sigma, k)
         if k == 1:
             return BallsInBinsGaussian(sigma=self.sigma, num_steps=self.num_steps,
                                        sensitivity=self.sensitivity).rdp(al)
-        cap = al * (k * self.mu**2) / 2.0
+        cap = gaussian_rdp_upper(al, self.sensitivity, self.sigma, k)
         return np.minimum(np.maximum(self.remove_rdp(al), self.add_rdp(al)), cap)
 
     @property

@@ -60,6 +60,7 @@ from ._poisson_kernels import (
 )
 from ._sg_line_kernels import sg_line_log_mgf
 from .base import Mechanism, as_complex_array, check_direction
+from .gaussian import gaussian_rdp_upper
 from .registry import register
 from .sg_envelope import sg_envelope, shift_cost
 
@@ -203,7 +204,8 @@ class SubsampledGaussian(Mechanism):
         al = V.alphas(alpha)
         if self.sample_rate == 0.0:
             return np.zeros(al.shape)
-        return np.minimum(_interpolate_cgf(al, self.rdp_int), al * self.mu**2 / 2.0)
+        cap = gaussian_rdp_upper(al, self.sensitivity, self.sigma)
+        return np.minimum(_interpolate_cgf(al, self.rdp_int), cap)
 
     # ---------------------------------------------------------------- PLD
     @property

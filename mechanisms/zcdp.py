@@ -78,7 +78,8 @@ class ZCDP(Mechanism):
         with np.errstate(invalid="ignore"):
             v = self.xi + self.rho * a
         v = np.where(np.isinf(a), math.inf if self.rho > 0 else self.xi, v)
-        return v * (1.0 + 2 * U)
+        v = v * (1.0 + 2 * U)  # (the product and the sum: <= 2 ulps; this product rounds too: one step up)
+        return np.where(v > 0.0, np.nextafter(v, np.inf), v)
 
     @property
     def pure_epsilon(self) -> float:
