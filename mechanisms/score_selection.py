@@ -74,9 +74,16 @@ def _br_log_mgf_kernel(s: np.ndarray, eps: float, log_norm: float) -> np.ndarray
     return out
 
 
+def _log_g(w: float) -> float:
+    """log g(w), g(w) = (1 - e^{-w}) / w for real w > 0, by the kernels' own g (:func:`_g_scalar`: a series
+    below 0.1), so that log M(0) = log g(eps) - log g(eps) is exactly 0."""
+    return math.log(_g_scalar(complex(w)).real)
+
+
 def _log_norm(eps: float) -> float:
-    """log(eps / (1 - e^{-eps}))."""
-    return math.log(eps) - math.log(-math.expm1(-eps))
+    """log(eps / (1 - e^{-eps})) = -log g(eps), without the cancellation of log(eps) - log(1 - e^{-eps})
+    (that form lost 31 ulps of log M at eps ~ 1e-12: log M(0) was -3.1e-15 at eps = 1e-8)."""
+    return -_log_g(eps)
 
 
 def br_rdp(alpha: float, eps: float) -> float:
@@ -122,6 +129,13 @@ class BoundedRange(Mechanism):
     def pure_epsilon(self) -> float:
         return self.br_epsilon
 
+    @property
+    def log_mgf_error(self) -> float:
+        """The closed form's rounding beyond the ulps of its own terms (s eps, log g; what the routes allow
+        for every closed form): log g(eps) and log g((2s + 1) eps) carry a few ulps each, 6.2 ulps of
+        log M at most over 3000 random (eps, c) against mpmath; declared 16 ulps (0 at eps = 0)."""
+        return 16.0 * U if self.br_epsilon > 0.0 else 0.0
+
     def rdp(self, alpha) -> np.ndarray:
         al = V.alphas(alpha)
         e = self.br_epsilon
@@ -145,9 +159,7 @@ class BoundedRange(Mechanism):
         e = self.br_epsilon
         if e == 0.0:
             return 0.0
-        w = (2.0 * c + 1.0) * e
-        g = -math.expm1(-w) / w
-        return c * e + _log_norm(e) + math.log(g)
+        return c * e + _log_norm(e) + _log_g((2.0 * c + 1.0) * e)
 
     def pld_atoms(self, direction: str = "remove"):
         check_direction(direction)
