@@ -70,42 +70,111 @@ U = 2.0 ** -53
 
 
 # --------------------------------------------------------------------------- pair construction
-def _log_pass_probs(sigma: float, threshold: float, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    """log pi(t) and log(1 - pi(t)) for t = lo..hi (log Phi(z), log Phi(-z) computed separately)."""
+def _log_pass_probs(sigma: float, threshold: float, lo: int,
+                    hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """log pi(t), log(1 - pi(t)) for t = lo..hi (log Phi(z), log Phi(-z) computed separately) and bounds
+    on their errors: z = (t - T) / sigma rounds twice (4 ulps of |z| allowed), log Phi is accurate to
+    ``LOG_NDTR_ULPS`` ulps of 1 + |value| (:func:`mechanisms._numerics.log_ndtr_bounds`)."""
     t = np.arange(lo, hi + 1, dtype=float)
     z = (t - threshold) / sigma
-    return log_ndtr_array(z), log_ndtr_array(-z)
+    ze = 4.0 * U * np.abs(z)
+    return (log_ndtr_array(z), log_ndtr_array(-z), log_ndtr_bounds(z, ze)[1], log_ndtr_bounds(-z, ze)[1])
+
+
+def _push_atom(la: np.ndarray, lb: np.ndarray, ea: np.ndarray, er: np.ndarray):
+    """One atom (log a, log b) of a Bernoulli pair moved outwards so that the kernels' term
+    a [expm1mx(beta r) + beta expm1mx(-r)] (r = log(a / b); module doc of ``_screening_kernels``) bounds
+    the exact atom's from above at every order, given bounds ``ea`` on the error of log a and ``er`` on
+    that of r.  log a goes up by ``ea`` plus 8 ulps of 1 + |log a| + |r| + |log |r|| (the kernels' rounding
+    in log space is relative to these magnitudes); |r| goes up by d = ``er`` + 8 ulps of |r| (rounding
+    proportional to beta |r|) + 2 ulps of 1 + |log a| + |log b| (the kernel forms r = log a - log b anew):
+    the term is increasing in |r| on either side of 0, and where |r| <= d (sign unknown) r = 3 d covers
+    both sides (the term is ~ beta (1 + beta) r^2 / 2 there).  a = 0 (its term is beta b): b up;
+    b = 0 < a (infinite divergence): unchanged."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = la - lb
+        ar = np.abs(r)
+        big = np.minimum(np.abs(np.log(ar)), 750.0)
+        la_new = la + ea + 8.0 * U * (1.0 + np.abs(la) + ar + big)
+        d = er + 8.0 * U * ar + 2.0 * U * (1.0 + np.abs(la) + np.abs(lb))
+        r_new = np.where(ar > d, r + np.sign(r) * d, 3.0 * d)
+        lb_new = la_new - r_new
+    zero_a, zero_b = la == -np.inf, lb == -np.inf
+    la_new = np.where(zero_a | zero_b, la, la_new)
+    lb_new = np.where(zero_a, lb + er + 8.0 * U * (1.0 + np.abs(lb)), np.where(zero_b, lb, lb_new))
+    return la_new, lb_new
+
+
+def _pushed(lp, lpb, lq, lqb, ep, epb, erp, erpb) -> tuple[np.ndarray, ...]:
+    """The kernel's inputs (logs of p, 1 - p, q, 1 - q) with both atoms moved outwards (:func:`_push_atom`;
+    ``ep``, ``epb`` bound the errors of log p, log(1 - p), ``erp``, ``erpb`` those of the two log-ratios):
+    every order's divergence of these inputs bounds the exact pair's from above."""
+    lp2, lq2 = _push_atom(lp, lq, ep, erp)
+    lpb2, lqb2 = _push_atom(lpb, lqb, epb, erpb)
+    return lp2, lpb2, lq2, lqb2
 
 
 def _screening_pairs(sigma: float, threshold: float, t_min: int, t_max: int):
     """Ordered pairs (p, q) = (pi(t), pi(t')) for all feasible t, t' in [t_min, t_max], |t - t'| = 1.
 
-    Returned as arrays of logs (p, 1-p, q, 1-q).  Both orders of every adjacent pair are included.
+    Returned as arrays of logs (p, 1-p, q, 1-q), moved outwards by their rounding (:func:`_pushed`).
+    Both orders of every adjacent pair are included.
     """
-    lp, lpb = _log_pass_probs(sigma, threshold, t_min, t_max)
+    lp, lpb, ep, epb = _log_pass_probs(sigma, threshold, t_min, t_max)
     n = t_max - t_min  # number of adjacent pairs
     lo = np.arange(n)
     ip = np.concatenate([lo, lo + 1])
     iq = np.concatenate([lo + 1, lo])
-    return lp[ip], lpb[ip], lp[iq], lpb[iq]
+    return _pushed(lp[ip], lpb[ip], lp[iq], lpb[iq], ep[ip], epb[ip], ep[ip] + ep[iq], epb[ip] + epb[iq])
+
+
+def _mixture_ratio_error(r: np.ndarray, rm: np.ndarray, e_r: np.ndarray, gamma: float) -> np.ndarray:
+    """Error bound of rm = log((1 - gamma) + gamma e^r) (``log_mix_ratio``) for r off by ``e_r``: its slope
+    gamma e^{r - rm} <= 1 times ``e_r``, plus its rounding (log1p(gamma expm1(r)) for r <= 1: 4 ulps of
+    |rm|; else a log-sum-exp: 4 ulps of the summands' size)."""
+    lg = math.log(gamma)
+    l1g = abs(math.log1p(-gamma)) if gamma < 1.0 else 0.0
+    with np.errstate(invalid="ignore", over="ignore"):
+        slope = np.where(np.isneginf(r), 0.0, np.minimum(1.0, np.exp(lg + r - rm) * 1.01))
+        rnd = np.where(r <= 1.0, 4.0 * U * np.abs(rm), 4.0 * U * (np.abs(rm) + abs(lg) + l1g + np.abs(r)))
+    return slope * e_r + rnd + 1e-300
 
 
 def _subsampled_pairs(sigma: float, threshold: float, t_min: int, t_max: int, gamma: float):
     """Ordered pairs of the exact subsampled form restricted to feasible t, t': (p', q) and (q, p').
 
-    q = pi(t), p = pi(t'), p' = (1 - gamma) q + gamma p for t, t' in [t_min, t_max], |t - t'| = 1.
+    q = pi(t), p = pi(t'), p' = (1 - gamma) q + gamma p for t, t' in [t_min, t_max], |t - t'| = 1.  log p'
+    = log q + rm, rm = log((1 - gamma) + gamma e^r) a function of r = log(p / q) only, so the log-ratio of
+    the atom (p', q) carries rm's error (:func:`_mixture_ratio_error`) and log p' that plus log q's; the
+    pairs are moved outwards by these bounds (:func:`_pushed`).
     """
-    lp_all, lpb_all = _log_pass_probs(sigma, threshold, t_min, t_max)
+    lp_all, lpb_all, ep_all, epb_all = _log_pass_probs(sigma, threshold, t_min, t_max)
     n = t_max - t_min
     lo = np.arange(n)
     iq = np.concatenate([lo, lo + 1])
     ip = np.concatenate([lo + 1, lo])
-    lq, lqb = lp_all[iq], lpb_all[iq]
-    lp, lpb = lp_all[ip], lpb_all[ip]
+    lq, lqb, eq, eqb = lp_all[iq], lpb_all[iq], ep_all[iq], epb_all[iq]
+    lp, lpb, ep, epb = lp_all[ip], lpb_all[ip], ep_all[ip], epb_all[ip]
     lmix, lmixb = mixture_pairs(lp, lpb, lq, lqb, gamma)
+    with np.errstate(invalid="ignore"):
+        er = _mixture_ratio_error(lp - lq, lmix - lq, ep + eq, gamma)
+        erb = _mixture_ratio_error(lpb - lqb, lmixb - lqb, epb + eqb, gamma)
     # both directions: D(p' || q) and D(q || p')
-    return (np.concatenate([lmix, lq]), np.concatenate([lmixb, lqb]),
-            np.concatenate([lq, lmix]), np.concatenate([lqb, lmixb]))
+    return _pushed(np.concatenate([lmix, lq]), np.concatenate([lmixb, lqb]),
+                   np.concatenate([lq, lmix]), np.concatenate([lqb, lmixb]),
+                   np.concatenate([eq + er, eq]), np.concatenate([eqb + erb, eqb]),
+                   np.concatenate([er, er]), np.concatenate([erb, erb]))
+
+
+def _round_up(alpha: np.ndarray, vals: np.ndarray) -> np.ndarray:
+    """The kernel's maximum over (moved) pairs rounded up by its evaluation's rounding beyond the inputs'
+    magnitudes (covered by :func:`_push_atom`): expm1mx, the sums, log1p and the division (relative 64 u),
+    the terms log(beta) (ulps of |log beta|); the max-divergence (alpha = inf) is one subtraction."""
+    beta = alpha - 1.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(np.isinf(beta), 2.0 * U, 16.0 * U * (4.0 + np.abs(np.log(beta))))
+    v = vals * (1.0 + rel)
+    return np.where(v > 0.0, np.nextafter(v, np.inf), v)
 
 
 def _curve(alpha, pairs) -> np.ndarray:
@@ -113,7 +182,7 @@ def _curve(alpha, pairs) -> np.ndarray:
     if pairs[0].size == 0:  # constant statistic: the output law does not depend on the data
         return np.zeros(a.shape)
     flat = np.ascontiguousarray(a.ravel(), dtype=float)
-    out = max_binary_rdp(flat, *[np.ascontiguousarray(x) for x in pairs])
+    out = _round_up(flat, max_binary_rdp(flat, *[np.ascontiguousarray(x) for x in pairs]))
     return out.reshape(a.shape)
 
 
@@ -142,7 +211,7 @@ def _cached_curve(alpha, key: tuple, make_pairs) -> np.ndarray:
     flat = np.ascontiguousarray(a.ravel(), dtype=float)
     missing = np.unique(np.array([x for x in flat.tolist() if x not in seen], dtype=float))
     if missing.size:
-        vals = max_binary_rdp_scan(missing, *pairs, *prep)
+        vals = _round_up(missing, max_binary_rdp_scan(missing, *pairs, *prep))
         if len(seen) + missing.size > _ORDER_CACHE_SIZE:
             seen.clear()
         seen.update(zip(missing.tolist(), vals.tolist(), strict=True))
@@ -217,13 +286,14 @@ def screening_rdp_data_dependent(alpha, t, sigma: float, threshold: float, t_min
     out = np.zeros((flat_t.size, flat_a.size))
     for i, ti in enumerate(flat_t):
         ti = int(ti)
-        lp, lpb = _log_pass_probs(sigma, threshold, ti - 1, ti + 1)
+        lp, lpb, ep, epb = _log_pass_probs(sigma, threshold, ti - 1, ti + 1)
         partners = [j for j, u in ((0, ti - 1), (2, ti + 1)) if lo <= u <= hi]
         if not partners:
             continue
         ip = np.array([1] * len(partners) + partners)
         iq = np.array(partners + [1] * len(partners))
-        out[i] = max_binary_rdp(flat_a, lp[ip], lpb[ip], lp[iq], lpb[iq])
+        pairs = _pushed(lp[ip], lpb[ip], lp[iq], lpb[iq], ep[ip], epb[ip], ep[ip] + ep[iq], epb[ip] + epb[iq])
+        out[i] = _round_up(flat_a, max_binary_rdp(flat_a, *pairs))
     return out.reshape(tt.shape + a.shape)
 
 
