@@ -27,25 +27,40 @@ _HELPER = {"cache": True, "no_cpython_wrapper": True}
 
 
 @njit(**_HELPER)
-def _log_term(a, l, k, lga, lq, l1q, mode):  # pragma: no cover - compiled
-    """log of the l-th non-negative summand of A - 1 (expm1 form; mode 1 uses 3 e^K - 1 for l >= 3)."""
+def _log_k(l, k, mode):  # pragma: no cover - compiled
+    """log(e^K - 1), or for mode 1 and l >= 3 log(3 e^K - 1) (K < 0 taken as 0)."""
     if k < 0.0:
         k = 0.0
     if mode == 1 and l >= 3:
-        lk = LOG3 + k + math.log1p(-math.exp(-k) / 3.0)
-    else:
-        lk = _log_expm1(k)
+        return LOG3 + k + math.log1p(-math.exp(-k) / 3.0)
+    return _log_expm1(k)
+
+
+@njit(**_HELPER)
+def _log_term(a, l, k, lga, lq, l1q, mode):  # pragma: no cover - compiled
+    """log of the l-th non-negative summand of A - 1 (expm1 form; mode 1 uses 3 e^K - 1 for l >= 3)."""
+    lk = _log_k(l, k, mode)
     return lga - math.lgamma(l + 1.0) - math.lgamma(a - l + 1.0) + (a - l) * l1q + l * lq + lk
 
 
 @njit(cache=True)
 def poisson_rdp_int(alphas, q, kv, mode):  # pragma: no cover - compiled
-    """eps_sub(alpha) for integer orders ``alphas`` (int64 array, each >= 2).
+    """eps_sub(alpha) for integer orders ``alphas`` (int64 array, each >= 2), rounded up.
 
-    kv[l] = K(l) = (l - 1) eps_base(l) for l = 0..max(alphas) (kv[0] = kv[1] = 0).
-    mode 0: tight L(alpha) (Zhu 2023 thesis Thm 2.3.4, = Zhu & Wang 2019); mode 1: general G(alpha)
-    (thesis Thm 2.3.1).  Uses the expm1 form (docs/derivations/subsampling.md section 1): all summands
-    non-negative, full relative accuracy.
+    kv[l] = K(l) = (l - 1) eps_base(l) for l = 0..max(alphas) (kv[0] = kv[1] = 0), upper bounds (every
+    summand increases with K).  mode 0: tight L(alpha) (Zhu 2023 thesis Thm 2.3.4, = Zhu & Wang 2019);
+    mode 1: general G(alpha) (thesis Thm 2.3.1).  Uses the expm1 form (docs/derivations/subsampling.md
+    section 1): all summands non-negative, full relative accuracy.  Upper bound: log(A - 1) is raised by
+    a bound on every summand's rounding (below) and the sum's ((n + 2) ulps, n terms) and log's, and the
+    result by 4 ulps and one step (log1p, exp and the division).
+
+    A summand's rounding: each of its six parts (three lgamma, the products with log(1 - q) and log q,
+    log(e^K - 1)) carries at most 8 ulps of its magnitude (lgamma and log expm1 a few ulps; log q and
+    log(1 - q) half an ulp, times the integer exactly, then one rounding), the five additions one ulp of
+    the running sum each: 16 ulps of the parts' magnitudes.  These are bounded uniformly in l: lgamma(l
+    + 1) and lgamma(a - l + 1) by lgamma(a + 1) (integers, lgamma >= 0 and increasing there), the
+    products by a |log q| and a |log(1 - q)|, and |log(e^K - 1)| by its largest value at l = 2, 3 and a
+    (K is non-decreasing in l, so each form of ``_log_k`` is monotone in l).
     """
     out = np.empty(alphas.shape[0])
     lq = math.log(q)
@@ -72,12 +87,27 @@ def poisson_rdp_int(alphas, q, kv, mode):  # pragma: no cover - compiled
         for l in range(2, a + 1):
             v = _log_term(a, l, kv[l], lga, lq, l1q, mode)
             acc += math.exp(v - m)
+        # (mode 1: l = 2 takes log(e^K - 1), l >= 3 log(3 e^K - 1), each monotone: l = 3 is an end too; a
+        # summand with K = 0 is 0 and carries no error)
+        lk_end = 0.0
+        for l in (2, 3, a):
+            if l <= a:
+                x = abs(_log_k(l, kv[l], mode))
+                if x < np.inf and x > lk_end:
+                    lk_end = x
+        err = 16.0 * 2.0 ** -53 * (3.0 * lga + a * (abs(lq) + abs(l1q)) + lk_end + 1.0)
         lam1 = m + math.log(acc)  # log(A - 1)
+        # (the summands' own errors shift log(A - 1) by at most the largest, err; each exp(v - m) is within
+        # 2 ulps of exp of its rounded argument, whose rounding adds |v - m| u, and t |v - m| <= 1/e for
+        # t = e^{-(m - v)} <= 1; the sum of n <= a terms (n + 2) ulps, relative to acc >= 1: (3 a + 3) u in
+        # log acc; log and the sum m + log one ulp each of 1 + |lam1|)
+        lam1 += err + (3.0 * a + 3.0) * 2.0 ** -53 + 2.0 ** -52 * (abs(lam1) + abs(m) + 1.0)
         # log(1 + e^lam1) / (alpha - 1)
         if lam1 > 0:
-            out[i] = (lam1 + math.log1p(math.exp(-lam1))) / (a - 1.0)
+            v = (lam1 + math.log1p(math.exp(-lam1))) / (a - 1.0)
         else:
-            out[i] = math.log1p(math.exp(lam1)) / (a - 1.0)
+            v = math.log1p(math.exp(lam1)) / (a - 1.0)
+        out[i] = np.nextafter(v * (1.0 + 4.0 * 2.0 ** -53), np.inf)
     return out
 
 

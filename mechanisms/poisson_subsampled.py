@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import validation as V
+from ._numerics import mul_up_array
 from ._poisson_kernels import poisson_rdp_int
 from ._sl_kernels import sl_middle_log_mgf, sl_middle_tv
 from .base import Mechanism, as_complex_array, check_direction
@@ -55,8 +56,17 @@ class PoissonSubsampled(Mechanism):
 
     @property
     def pure_epsilon(self) -> float:
-        e = self.base.pure_epsilon
-        return math.log1p(self.sample_rate * math.expm1(e)) if math.isfinite(e) else math.inf
+        """log(1 + q (e^eps - 1)) of the base's pure epsilon, rounded up (expm1, the product and log1p each
+        round by < 1 ulp and log1p passes its argument's relative error on with a factor <= 1: 4 ulps and
+        one step cover them; exact at q = 0 and q = 1)."""
+        e, q = self.base.pure_epsilon, self.sample_rate
+        if not math.isfinite(e):
+            return math.inf
+        if q == 0.0 or e == 0.0:
+            return 0.0
+        if q == 1.0:
+            return e
+        return math.nextafter(math.log1p(q * math.expm1(e)) * (1.0 + 4.0 * 2.0**-53), math.inf)
 
     #: orders above this get the base mechanism's RDP (an upper bound; :data:`RDP_EXACT_MAX`)
     rdp_exact_max = RDP_EXACT_MAX
@@ -81,7 +91,7 @@ class PoissonSubsampled(Mechanism):
         amax = int(a.max())
         ell = np.arange(2, amax + 1, dtype=float)
         kv = np.zeros(amax + 1)
-        kv[2:] = (ell - 1.0) * np.asarray(self.base.rdp(ell), dtype=float)
+        kv[2:] = mul_up_array(ell - 1.0, np.asarray(self.base.rdp(ell), dtype=float))  # (rounded up)
         kv[2:] = np.maximum.accumulate(kv[2:])  # CGF of a valid curve is non-decreasing; keep monotone
         tight = mode == "tight" or (mode == "auto" and getattr(self.base, "poisson_tight", False))
         lval = poisson_rdp_int(a, q, kv, 0)

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import validation as V
+from ._numerics import mul_up_array
 from ._poisson_kernels import (
     poisson_rdp_int,
     sg_log_mgf,
@@ -106,8 +107,10 @@ def sg_phase_error(c: float, t_max: float, args: tuple) -> float:
 def _interpolate_cgf(alpha: np.ndarray, int_eps) -> np.ndarray:
     """eps at real alpha > 1 by linear interpolation of K(a) = (a - 1) eps(a) between integers (R10).
 
-    ``int_eps(ints)`` returns eps at integer orders >= 2 (int64 array).  K(1) = 0, so alpha in (1, 2)
-    gives eps(2) (monotonicity).  Exact at integers.
+    ``int_eps(ints)`` returns eps at integer orders >= 2 (int64 array), upper bounds.  K(1) = 0, so alpha
+    in (1, 2) gives eps(2) (monotonicity).  The values at integers are returned as they are; between
+    them the interpolation (two products, a sum and a division: < 4 ulps) is rounded up by 4 ulps and
+    one step, so an upper bound stays one.
     """
     a = np.asarray(alpha, dtype=float)
     out = np.full(a.shape, np.inf)
@@ -123,8 +126,11 @@ def _interpolate_cgf(alpha: np.ndarray, int_eps) -> np.ndarray:
 
     k_lo, k_hi = k_of(lo), k_of(hi)
     frac = af - lo
-    k = np.where(hi == lo, k_lo, (1.0 - frac) * k_lo + frac * k_hi)
-    out[fin] = k / (af - 1.0)
+    with np.errstate(invalid="ignore"):
+        v = ((1.0 - frac) * k_lo + frac * k_hi) / (af - 1.0)
+        v = np.where(v > 0.0, np.nextafter(v * (1.0 + 4.0 * 2.0**-53), np.inf), v)
+    at_int = np.array([table.get(x, math.inf) if x >= 2 else math.inf for x in lo.tolist()])
+    out[fin] = np.where(hi == lo, at_int, v)
     return out
 
 
@@ -187,16 +193,17 @@ class SubsampledGaussian(Mechanism):
         """Exact RDP at integer orders 2..``rdp_exact_max`` (tight formula, remove direction; Mironov,
         Talwar & Zhang 2019, Thm 11); above, the unsubsampled Gaussian's alpha mu^2 / 2 (upper bound)."""
         a = np.asarray(alphas, dtype=np.int64)
-        q, mu2 = self.sample_rate, self.mu**2
+        q = self.sample_rate
         if q == 0.0:
             return np.zeros(a.shape)
-        out = a * mu2 / 2.0
+        out = gaussian_rdp_upper(a.astype(float), self.sensitivity, self.sigma)
         exact = a <= self.rdp_exact_max
         if q == 1.0 or not np.any(exact):
             return out
         ae = a[exact]
         ell = np.arange(int(ae.max()) + 1, dtype=float)
-        kv = ell * (ell - 1.0) * mu2 / 2.0
+        # K(l) = l (l - 1) Delta^2 / (2 sigma^2), rounded up (the kernel's summands increase with K)
+        kv = mul_up_array(ell * (ell - 1.0), gaussian_rdp_upper(1.0, self.sensitivity, self.sigma))
         out[exact] = np.minimum(poisson_rdp_int(ae, q, kv, 0), out[exact])
         return out
 
