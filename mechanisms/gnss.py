@@ -57,6 +57,7 @@ from numba import njit
 
 from . import validation as V
 from .base import Mechanism
+from .gaussian import gaussian_rdp_upper
 from .registry import register
 
 _GRID = 401  # odd: c = 0 is a grid node
@@ -302,9 +303,13 @@ class GNSSUpperBound(Mechanism):
     field_checks = {"beta": V.positive, "sigma_s": V.positive, "sigma_2": V.positive, "delta_2": V.open_unit}
 
     def rdp(self, alpha) -> np.ndarray:
+        """Upper bound: the core's curve plus alpha / (2 sigma_2^2) rounded up
+        (:func:`mechanisms.gaussian.gaussian_rdp_upper`), their sum moved one step up (it rounds by at
+        most half an ulp)."""
         a = V.alphas(alpha)
         core = GNSS(sigma=self.sigma_s, beta=self.beta).rdp(a)
-        return core + a / (2.0 * self.sigma_2**2)
+        v = core + gaussian_rdp_upper(a, 1.0, self.sigma_2)
+        return np.where(np.isfinite(v) & (v > 0.0), np.nextafter(v, np.inf), v)
 
     def unbounded_reason(self) -> str | None:
         return _beta_reason(self.beta)

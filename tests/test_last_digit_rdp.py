@@ -407,3 +407,21 @@ def test_poisson_subsampled_pure_epsilon_rounds_up(eps, q):
     got = m.pure_epsilon
     assert mp.mpf(got) >= ref
     assert got <= float(ref) * (1 + 8 * U) + 1e-300
+
+
+def test_gnss_upper_bound_adds_its_gaussian_term_rounded_up():
+    """GNSSUpperBound: the core GNSS curve (its own certified value, taken as given) plus
+    alpha / (2 sigma_2^2) is never below the exact real sum of those two (mpmath), and within 4 ulps."""
+    rng = random.Random(7)
+    core_cls = M.GNSS
+    for _ in range(40):
+        beta, s_s, s_2 = rng.uniform(1e-3, 0.05), rng.uniform(0.5, 5.0), rng.uniform(0.3, 7.0)
+        m = M.GNSSUpperBound(beta=beta, sigma_s=s_s, sigma_2=s_2, delta_2=1e-6)
+        al = np.array([rng.uniform(1.01, 9.0) for _ in range(4)])
+        core = core_cls(sigma=s_s, beta=beta).rdp(al)
+        got = m.rdp(al)
+        with mp.workdps(50):
+            for a, c, g in zip(al, core, got, strict=True):
+                ref = mpf(c) + mpf(a) / (2 * mpf(s_2) ** 2)
+                assert mp.mpf(float(g)) >= ref, (beta, s_s, s_2, a)
+                assert float(g) <= float(ref) * (1 + 4 * U)
