@@ -19,7 +19,9 @@ Error model (validated against mpmath in ``tests/test_pld.py``):
 
 from __future__ import annotations
 
+import bisect
 import math
+from fractions import Fraction
 
 import numpy as np
 from numba import njit
@@ -29,6 +31,10 @@ U_ERFC = 1e-13
 _SQRT1_2 = 0.7071067811865476
 _INV_SQRT_2PI = 0.3989422804014327
 TINY_ABS = 1e-300
+_VELTKAMP = 134217729.0  # 2^27 + 1: splits a double into two 26-bit halves
+_SPLIT_MAX = 2.0**995
+_PROD_MIN = 2.0**-960
+_SUBNORMAL = 2.0**-1074
 
 
 def check_edges(edges) -> np.ndarray:
@@ -43,16 +49,61 @@ def check_edges(edges) -> np.ndarray:
     return e
 
 
-def atoms_cell_masses(edges: np.ndarray, losses, masses, loss_err=0.0,
-                      mass_rel_err=0.0) -> tuple[np.ndarray, np.ndarray]:
+def two_product(a, b) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(p, e, ok) elementwise: p = fl(a b) and, where ok, e = a b - p exactly (Dekker 1971, as TwoProduct
+    in Ogita, Rump & Oishi 2005: a and b split at 26 bits by Veltkamp's method, e = a_lo b_lo -
+    (((p - a_hi b_hi) - a_lo b_hi) - a_hi b_lo), every step exact).  ok excludes what the identity needs
+    excluded: |a|, |b| >= 2^995 (the split overflows), |p| < 2^-960 unless a or b is zero (the partial
+    products underflow), non-finite values."""
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    with np.errstate(over="ignore", invalid="ignore"):
+        p = a * b
+        ta = _VELTKAMP * a
+        ah = ta - (ta - a)
+        al = a - ah
+        tb = _VELTKAMP * b
+        bh = tb - (tb - b)
+        bl = b - bh
+        e = al * bl - (((p - ah * bh) - al * bh) - ah * bl)
+    zero = (a == 0.0) | (b == 0.0)
+    ok = zero | ((np.abs(a) < _SPLIT_MAX) & (np.abs(b) < _SPLIT_MAX) & (np.abs(p) >= _PROD_MIN)
+                 & np.isfinite(p) & np.isfinite(e))
+    return p, np.where(zero, 0.0, e), ok
+
+
+def product_placement(k, x) -> tuple[np.ndarray, np.ndarray]:
+    """(positions, loss_err) that place the lattice losses fl(k x) (k exact floats, e.g. m - 2j) in their
+    real cells: where :func:`two_product` gives the exact residual r = k x - fl(k x), the real loss lies
+    strictly between fl(k x) and its float neighbour on r's side (round to nearest: |r| is at most half the
+    spacing), so no edge but fl(k x) itself can separate them, and the real loss sits above that edge iff
+    r > 0: fl(k x) moved one ulp up when r > 0 places it exactly (``atoms_cell_masses`` on these positions,
+    no position error).  Elsewhere (outside Dekker's range) fl(k x) with u |fl(k x)| plus the subnormal
+    spacing.  (The atom -10 eps one ulp below its real position put 8e-5 in the wrong cell.)"""
+    p, e, ok = two_product(k, x)
+    place = np.where(ok & (e > 0.0), np.nextafter(p, np.inf), p)
+    return place, np.where(ok, 0.0, U * np.abs(p) * (1.0 + 2.0 * U) + _SUBNORMAL)
+
+
+#: at most this many atoms next to an edge are placed by their exact rational losses (~3 us each)
+EXACT_MAX = 1 << 16
+
+
+def atoms_cell_masses(edges: np.ndarray, losses, masses, loss_err=0.0, mass_rel_err=0.0,
+                      exact_losses=None) -> tuple[np.ndarray, np.ndarray]:
     """Histogram of finite atoms: an atom exactly on an edge goes to the cell below (L <= edge).
 
     Exact up to the rounding of the summed masses (relative (count + 1) u per cell), the masses' own
     relative error ``mass_rel_err`` (scalar or per atom: the floating point of their closed forms) and
-    the atoms' positions: ``loss_err`` (scalar or per atom) bounds |computed loss - true loss|, and an
+    the atoms' positions: ``loss_err`` (scalar or per atom) bounds |computed loss - real loss|, and an
     atom whose interval [loss - loss_err, loss + loss_err] meets an edge may lie in any cell that interval
-    meets (the 1-2 ulp rounding of a subsampled Laplace atom put half the mass one cell off): its mass
-    counts in the error of each of them.
+    meets (the 1-2 ulp rounding of a subsampled Laplace atom put half the mass one cell off; a discrete
+    Laplace loss 1 ulp off its real k / t put 3e-5 there).  ``exact_losses`` (optional) maps indices of such
+    atoms to their real losses as Fractions: up to ``EXACT_MAX`` of them are then placed exactly (an
+    edge at the float 10.0 of the real 9.99999999999999944 = 1 / 0.1 costs nothing); otherwise their mass
+    counts in the error of each cell the interval meets.  A mass below 1e-290 may be subnormal or have
+    underflowed to 0 (exp of a closed form below -745), where a relative error says nothing: it carries
+    the absolute ``TINY_ABS`` as well.
     """
     e = check_edges(edges)
     l = np.asarray(losses, dtype=float)
@@ -61,16 +112,27 @@ def atoms_cell_masses(edges: np.ndarray, losses, masses, loss_err=0.0,
         z = np.zeros(e.size + 1)
         return z, z.copy()
     idx = np.searchsorted(e, l, side="left")
+    le = np.broadcast_to(np.asarray(loss_err, dtype=float), l.shape)
+    near = np.empty(0, dtype=np.int64)
+    if np.any(le > 0.0):
+        # (an atom with no position error stays in its own cell, also on an edge: widening its empty
+        # interval by an ulp would put an exact atom at 0 of mass 0.08 in two cells' errors)
+        pos = le > 0.0
+        i_lo = np.searchsorted(e, np.where(pos, np.nextafter(l - le, -np.inf), l), side="left")
+        i_hi = np.searchsorted(e, np.where(pos, np.nextafter(l + le, np.inf), l), side="left")
+        near = np.flatnonzero(i_lo != i_hi)
+        if exact_losses is not None and 0 < near.size <= EXACT_MAX:
+            # cell of the real loss x: the number of edges below it (exact rational comparisons)
+            for j, x in zip(near.tolist(), exact_losses(near), strict=True):
+                idx[j] = bisect.bisect_left(e, x, key=Fraction)
+            near = near[:0]
     m = np.bincount(idx, weights=w, minlength=e.size + 1)
     cnt = np.bincount(idx, minlength=e.size + 1)
     rel = np.broadcast_to(np.asarray(mass_rel_err, dtype=float), w.shape)
-    err = m * (cnt + 1.0) * U + np.bincount(idx, weights=w * rel, minlength=e.size + 1)
-    le = np.broadcast_to(np.asarray(loss_err, dtype=float), l.shape)
-    if np.any(le > 0.0):
-        i_lo = np.searchsorted(e, np.nextafter(l - le, -np.inf), side="left")
-        i_hi = np.searchsorted(e, np.nextafter(l + le, np.inf), side="left")
-        for j in np.flatnonzero(i_lo != i_hi):
-            err[i_lo[j]:i_hi[j] + 1] += w[j] * (1.0 + rel[j]) * (1.0 + 4.0 * U)
+    tiny = np.where(w < 1e-290, TINY_ABS, 0.0)
+    err = m * (cnt + 1.0) * U + np.bincount(idx, weights=w * rel + tiny, minlength=e.size + 1)
+    for j in near:
+        err[i_lo[j]:i_hi[j] + 1] += w[j] * (1.0 + rel[j]) * (1.0 + 4.0 * U) + tiny[j]
     return m, err
 
 

@@ -191,3 +191,130 @@ def test_discrete_gaussian_cell_masses_include_their_rounding():
     cell = sum((mp.exp(-mp.mpf(x) ** 2 / s2) / z for x in range(-400, 401)
                 if mp.mpf(e[0]) < (1 - 2 * mp.mpf(x)) / s2 <= mp.mpf(e[1])), mp.mpf(0))
     assert cell > 0 and abs(mp.mpf(m[1]) - cell) <= mp.mpf(err[1])
+
+
+# ------------------------------------------------------------------ lattice atoms: positions and masses
+# (2026-11-30, an independent mpmath re-check of every atomic mechanism's cells: an atom's float loss can
+# lie on the other side of an edge than its real loss, and closed-form masses carried unaccounted rounding)
+def _lattice_cells(edges, atoms):
+    """Cells (-inf, e_0], (e_0, e_1], ..., (e_last, inf) of exact atoms [(loss, mass)] (mpmath)."""
+    es = [mp.mpf(e) for e in edges]
+    out = [mp.mpf(0)] * (len(es) + 1)
+    for ell, w in atoms:
+        out[sum(1 for e in es if e < ell)] += w
+    return out
+
+
+def _rr_power_exact(eps, m, scale=1):
+    """The atoms of scale x RR(eps)^m at the float eps, exactly: losses (m - 2j) eps, masses
+    scale C(m, j) p^{m-j} q^j with p = 1 / (1 + e^-eps)."""
+    e = mp.mpf(eps)
+    p, q = 1 / (1 + mp.exp(-e)), 1 / (1 + mp.exp(e))
+    return [((m - 2 * j) * e, scale * mp.binomial(m, j) * p ** (m - j) * q**j) for j in range(m + 1)]
+
+
+def _edges_around(losses, picks, k=1):
+    """Edges at the chosen float atoms and their k neighbours either side: a real loss off its float by
+    < 1 ulp lies strictly between the neighbours, on one side of the float."""
+    return sorted({x for i in picks for x in _around(float(losses[i]), k)})
+
+
+def _svt_real_eps(mech):
+    """The unit's real pure epsilon at the float parameters (exact rationals): eps1 + c eps2."""
+    from fractions import Fraction
+
+    c = 1 if (mech.resample or mech.cutoff == 1) else mech.cutoff
+    return Fraction(mech.epsilon1) + c * Fraction(mech.epsilon2)
+
+
+@pytest.mark.parametrize("args, edges", [
+    ((1e-06, 0.44599179749347306, 3.0, 10, True, None), [-4.459927974934731, -4.45992797493473]),
+    ((0.011514820588913673, 8.079826473624337, 1.0, 225, True, None), None),
+])
+def test_laplace_svt_cells_hold_at_the_pairs_epsilon(args, edges):
+    """LaplaceSVT's RR(eps)^m pair: eps is at least the real eps1 + eps2 (the float sum was an ulp below at
+    eps1 = 1e-6), an atom one ulp from its real position next to an edge counts on both sides (-10 eps put
+    8e-5 in the wrong cell with error 0), and far-tail masses carry their closed forms' rounding (1.7e-13
+    relative at m = 225, 782x the old bound).  Edges: the report's, then the float atoms and their
+    neighbours, then one cell per atom (midpoints: the masses alone)."""
+    from fractions import Fraction
+
+    from mechanisms import LaplaceSVT
+
+    mp.mp.dps = 80
+    try:
+        mech = LaplaceSVT(*args)
+        eps, m, _ = mech._rr_power()
+        assert Fraction(eps) >= _svt_real_eps(mech)
+        atoms = _rr_power_exact(eps, m)
+        l, _ = mech.pld_atoms()
+        grids = [] if edges is None else [edges]
+        grids.append(_edges_around(l, range(0, m + 1, max(1, m // 12))))
+        grids.append(list(0.5 * (l[:-1] + l[1:])[::-1]))
+        for e in grids:
+            _assert_within(*mech.pld_cell_masses(np.array(e)), _lattice_cells(e, atoms), "LaplaceSVT")
+    finally:
+        mp.mp.dps = 40
+
+
+def test_laplace_svt_random_pairs_next_to_their_atoms():
+    """Seeded random LaplaceSVT pairs, edges at float atoms and their neighbours (mpmath reference)."""
+    from fractions import Fraction
+
+    from mechanisms import LaplaceSVT
+
+    rng = np.random.default_rng(20261130)
+    mp.mp.dps = 60
+    try:
+        for _ in range(12):
+            e1, e2 = 10.0 ** rng.uniform(-3, 0.5, 2)
+            mech = LaplaceSVT(float(e1), float(e2), float(rng.choice([1.0, 2.0, 3.0, 0.7])),
+                              int(rng.integers(2, 40)), True, None)
+            eps, m, _ = mech._rr_power()
+            assert Fraction(eps) >= _svt_real_eps(mech)
+            l, _ = mech.pld_atoms()
+            e = _edges_around(l, rng.choice(m + 1, size=min(m + 1, 6), replace=False))
+            _assert_within(*mech.pld_cell_masses(np.array(e)), _lattice_cells(e, _rr_power_exact(eps, m)),
+                           repr(mech))
+    finally:
+        mp.mp.dps = 40
+
+
+def test_laplace_svt_log_mgf_carries_its_masses_rounding():
+    """log M(c) of the closed form within ``log_mgf_error`` of mpmath, also for one RR factor (m = 1, where
+    the error was 0 and log M(0) came out 1.8e-15 above 0 at eps = 34)."""
+    from mechanisms import LaplaceSVT
+
+    mp.mp.dps = 60
+    try:
+        for mech in (LaplaceSVT(27.11331664029298, 2.28127315149919, 1.0, 3, False, 91674),
+                     LaplaceSVT(0.011514820588913673, 8.079826473624337, 1.0, 225, True, None)):
+            eps, m, _ = mech._rr_power()
+            atoms = _rr_power_exact(eps, m)
+            for c in (0.0, 0.5, 2.0):
+                ref = mp.log(mp.fsum(w * mp.exp(c * ell) for ell, w in atoms))
+                got = float(np.real(mech.log_mgf(np.array([complex(c)]))[0]))
+                assert abs(mp.mpf(got) - ref) <= mech.log_mgf_error, (mech, c, got, ref)
+    finally:
+        mp.mp.dps = 40
+
+
+def test_stagewise_svt_atoms_next_to_an_edge_stay_within_their_errors():
+    """StageWiseSVT: the pair with infinite-loss mass p >= 1 - (1 - delta')^m and RR(eps_s)^m scaled by
+    1 - p; the atom -15 eps_s an ulp off its product sat across the edge -38.85020490862114 (5e-18 in the
+    wrong cell, error 0)."""
+    from mechanisms import StageWiseSVT
+
+    mp.mp.dps = 60
+    try:
+        mech = StageWiseSVT("laplace", 2.8962934891845875, "laplace", 0.8909698796687001, 17, 1,
+                            5.695040917674785e-09, 1.0, None, True)
+        eps, m, _ = mech._rr_power()
+        p_inf = mp.mpf(mech.infinite_loss_mass)
+        assert p_inf >= 1 - (1 - mp.mpf(mech.stage_delta)) ** m
+        atoms = _rr_power_exact(eps, m, 1 - p_inf)
+        l, _ = mech.pld_atoms()
+        for e in ([-38.85020490862114, -38.85020490862113], _edges_around(l, range(m + 1))):
+            _assert_within(*mech.pld_cell_masses(np.array(e)), _lattice_cells(e, atoms), "StageWiseSVT")
+    finally:
+        mp.mp.dps = 40

@@ -31,7 +31,7 @@ from .._numerics import mul_up, scale_up
 from .._rdp_conversion import eps_from_rdp
 from .._rdp_kernels import rr_k_curve
 from ..base import check, field_ref
-from ..lattice import AtomicMechanism, rr_power_atoms
+from ..lattice import AtomicMechanism, rr_power_atoms, rr_power_mass_rel_err
 from ..registry import register
 from .core import RR_ATOMS_MAX, GeneralizedSVT
 
@@ -203,7 +203,21 @@ class StageWiseSVT(AtomicMechanism):
     # ------------------------------------------------------------------ contract
     @property
     def infinite_loss_mass(self) -> float:
-        return -math.expm1(self.stages * math.log1p(-self.stage_delta))
+        """1 - (1 - delta')^m = -expm1(m log1p(-delta')) rounded up past its rounding: log1p (2 u, libm's
+        ulp doubled) and the product move X = m log1p(-delta') by <= 3.01 u |X|, hence p by <= 3.02 u
+        |X| e^X <= 3.02 u p (y e^-y <= 1 - e^-y), and expm1 adds 2 u: p (1 + 8 u) rounded up is >= p."""
+        p = -math.expm1(self.stages * math.log1p(-self.stage_delta))
+        return min(1.0, math.nextafter(p * (1.0 + 8.0 * 2.0**-53), math.inf))
+
+    def _atom_mass_rel_err(self) -> float:
+        """The RR power's masses (``rr_power_mass_rel_err``) against the pair whose finite part is
+        (1 - p_inf) RR(eps_s)^m with ``infinite_loss_mass`` rounded up: their e^{log_scale} is the real
+        (1 - delta')^m, larger by (p_inf - p) / (1 - p) <= 16 u p_inf / (1 - p_inf) (capped at 1: the
+        finite masses are then all within themselves of 0)."""
+        eps, m, log_scale = self._rr_power()
+        p = self.infinite_loss_mass
+        shift = min(1.0, 16.0 * 2.0**-53 * p / (1.0 - p)) if p < 1.0 else 1.0
+        return rr_power_mass_rel_err(eps, m, log_scale, 4.0 * 2.0**-53 * abs(log_scale) + 1.01 * shift)
 
     @property
     def pure_epsilon(self) -> float:
