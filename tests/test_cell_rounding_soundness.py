@@ -318,3 +318,85 @@ def test_stagewise_svt_atoms_next_to_an_edge_stay_within_their_errors():
             _assert_within(*mech.pld_cell_masses(np.array(e)), _lattice_cells(e, atoms), "StageWiseSVT")
     finally:
         mp.mp.dps = 40
+
+
+def _dg_exact(sigma, delta, x_max):
+    """The discrete Gaussian's atoms on |x| <= x_max (the library's window; the rest is its infinite-loss
+    mass): L = Delta (Delta - 2x) / (2 sigma^2), mass e^{-x^2 / (2 sigma^2)} / Z, Z over all of Z."""
+    s2 = 2 * mp.mpf(sigma) ** 2
+    z = mp.nsum(lambda x: mp.exp(-x * x / s2), [-mp.inf, mp.inf])
+    return [(delta * (delta - 2 * mp.mpf(x)) / s2, mp.exp(-mp.mpf(x) ** 2 / s2) / z)
+            for x in range(-x_max, x_max + 1)]
+
+
+def _dlap_exact(scale, delta):
+    """The discrete Laplace's Delta + 1 atoms (module docstring of mechanisms.discrete), exactly."""
+    t = mp.mpf(scale)
+    r = mp.exp(-1 / t)
+    out = [(delta / t, 1 / (1 + r)), (-delta / t, r**delta / (1 + r))]
+    out += [((delta - 2 * x) / t, (1 - r) * r**x / (1 + r)) for x in range(1, delta)]
+    return out
+
+
+@pytest.mark.parametrize("sigma, delta, edges", [
+    (0.4450576766905452, 7, [-441.74888304179194, -441.7488830417919]),
+    (2.1421379279211674, 1, None), (0.3, 2, None), (7.3, 3, None),
+])
+def test_discrete_gaussian_atoms_next_to_an_edge_stay_within_their_errors(sigma, delta, edges):
+    """The float loss Delta (Delta - 2x) / (2 sigma^2) is up to 3 ulps off the real one: at sigma = 0.445,
+    Delta = 7 the atom of 1.9e-281 sat across -441.7488830417919 with error 0."""
+    from mechanisms import DiscreteGaussian
+
+    mp.mp.dps = 60
+    try:
+        mech = DiscreteGaussian(sigma, delta)
+        l, _ = mech.pld_atoms()
+        atoms = _dg_exact(sigma, delta, (l.size - 1) // 2)
+        rng = np.random.default_rng(int(sigma * 1000) + delta)
+        picks = rng.choice(l.size, size=min(l.size, 10), replace=False)
+        for e in ([] if edges is None else [edges]) + [_edges_around(l, picks)]:
+            _assert_within(*mech.pld_cell_masses(np.array(e)), _lattice_cells(e, atoms), repr(mech))
+    finally:
+        mp.mp.dps = 40
+
+
+@pytest.mark.parametrize("scale, delta, edges", [
+    (0.1932424194245547, 2, [-10.349694471615928, -10.349694471615926]),
+    (0.7318, 5, None), (3.3, 9, None), (0.0451, 1, None),
+])
+def test_discrete_laplace_atoms_next_to_an_edge_stay_within_their_errors(scale, delta, edges):
+    """The float loss (Delta - 2x) fl(1 / t) is up to 2 ulps off the real (Delta - 2x) / t: at t = 0.193,
+    Delta = 2 the atom of 3.2e-5 sat across -10.349694471615928 with error 0."""
+    from mechanisms import DiscreteLaplace
+
+    mp.mp.dps = 60
+    try:
+        mech = DiscreteLaplace(scale, delta)
+        l, _ = mech.pld_atoms()
+        atoms = _dlap_exact(scale, delta)
+        for e in ([] if edges is None else [edges]) + [_edges_around(l, range(l.size))]:
+            _assert_within(*mech.pld_cell_masses(np.array(e)), _lattice_cells(e, atoms), repr(mech))
+    finally:
+        mp.mp.dps = 40
+
+
+@pytest.mark.parametrize("name, args", [
+    ("DiscreteGaussian", (1.0,)), ("DiscreteGaussian", (0.5, 3)), ("DiscreteGaussian", (0.1,)),
+    ("DiscreteGaussian", (2.0**0.5,)), ("DiscreteLaplace", (1.0, 4)), ("DiscreteLaplace", (0.1,)),
+    ("DiscreteLaplace", (0.5,)), ("LaplaceSVT", (0.5, 0.5, 1.0, 20, True, None)),
+    ("LaplaceSVT", (0.1, 0.9, 1.0, 40, True, None)),
+])
+def test_atoms_on_the_edges_cost_nothing(name, args):
+    """Guard (passes before and after the fix): an edge on a float atom costs nothing where the float loss
+    is exact (sigma = 1, t = 1 or 0.5, eps1 + eps2 = 1) or placed by its real value (the rounding residual
+    of (m - 2j) eps; DiscreteLaplace(0.1)'s float 10.0 of the real 9.99999999999999944 as a rational):
+    the errors stay at the masses' rounding, and the masses at the mpmath reference."""
+    import mechanisms as M
+
+    mech = getattr(M, name)(*args)
+    l, _ = mech.pld_atoms()
+    e = np.unique(l)
+    m, err = mech.pld_cell_masses(e)
+    assert np.all(err <= 1e-11 * m + 1e-290), repr(mech)
+    if isinstance(mech, M.DiscreteLaplace):
+        _assert_within(m, err, _lattice_cells(e, _dlap_exact(mech.scale, mech.sensitivity)), repr(mech))
