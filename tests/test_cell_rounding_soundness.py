@@ -11,7 +11,11 @@ part's MGF by mpmath quadrature).
 * randomized response's masses: the rounding of their closed forms was not counted;
 * a split part whose cut lies beyond the MGF kernel's coarse range: the window stopped 12 tau + 1 past
   the cut, where the integrand was still within e^-24 of its maximum (MGF 1e-10 .. 2e-8 low against a
-  declared 2e-13), and so did the decay envelope's flat part M(c).
+  declared 2e-13), and so did the decay envelope's flat part M(c);
+* lattice atoms (2026-11-30, an mpmath re-check of every atomic mechanism's cells): a float loss an ulp or
+  three off its real value across an edge (randomized-response powers of the SVT plug-ins, discrete
+  Gaussian / Laplace), the SVT's and PTR's pair epsilon an ulp below the real sum, and closed-form masses
+  (RR powers, the four-point pairs of PTR and sampling without replacement) with unaccounted rounding.
 """
 
 from __future__ import annotations
@@ -400,3 +404,83 @@ def test_atoms_on_the_edges_cost_nothing(name, args):
     assert np.all(err <= 1e-11 * m + 1e-290), repr(mech)
     if isinstance(mech, M.DiscreteLaplace):
         _assert_within(m, err, _lattice_cells(e, _dlap_exact(mech.scale, mech.sensitivity)), repr(mech))
+
+
+def _four_point_cells(edges, eps, p_inf):
+    """The finite atoms of the four-point pair at (eps, p_inf): +-eps with (1 - p_inf) e^eps / (1 + e^eps),
+    (1 - p_inf) / (1 + e^eps)."""
+    e, s = mp.mpf(eps), 1 - mp.mpf(p_inf)
+    return _lattice_cells(edges, [(e, s / (1 + mp.exp(-e))), (-e, s / (1 + mp.exp(e)))])
+
+
+def _check_four_point(mech, real_eps, real_delta, edges):
+    """The pair's eps (its atoms +-eps) and infinite-loss mass are at least the real values, its cells and
+    log M(0) within their declared errors of the pair at those floats."""
+    eps, p_inf = float(np.max(mech.pld_atoms()[0])), mech.infinite_loss_mass
+    assert mp.mpf(eps) >= real_eps and mp.mpf(p_inf) >= real_delta, (eps, p_inf)
+    for e in (edges, [-eps, 0.0, eps], _around(eps) + _around(-eps)):
+        e = sorted(e)
+        _assert_within(*mech.pld_cell_masses(np.array(e)), _four_point_cells(e, eps, p_inf), repr(mech))
+    # log M(0) = log(1 - p_inf): the masses' rounding is in log_mgf_error (it was 0, 3.5e-15 off at eps = 33)
+    got = float(np.real(mech.log_mgf(np.array([0j]))[0]))
+    assert abs(mp.mpf(got) - mp.log(1 - mp.mpf(p_inf))) <= mech.log_mgf_error
+
+
+@pytest.mark.parametrize("args, edges", [
+    ((30.3282789169425, 8.955823895113212e-10, 2.9798830462314405, 3.740732704876209e-16, 0.0, "max"),
+     [33.30816196317394, 33.308161963173944]),
+    ((1.0, 1e-6, 0.5, 2e-6, 3e-6, "max"), [1.5]), ((0.1, 1e-7, 0.2, 0.0, 2e-7, "sum"), [0.3]),
+])
+def test_generalized_ptr_four_point_pair_within_its_errors(args, edges):
+    """GeneralizedPTR: randomized response's masses at eps = 33.3 times (1 - delta) were 3.5e-15 off
+    relatively with 2.2e-16 declared; the pair's eps and delta are the real sums rounded up."""
+    from mechanisms import GeneralizedPTR
+
+    mp.mp.dps = 60
+    try:
+        mech = GeneralizedPTR(*args)
+        eps, delta, test_eps, test_delta, fp = (mp.mpf(a) for a in args[:5])
+        combine = args[5]
+        real_delta = test_delta + (delta + fp if combine == "sum" else max(delta, fp))
+        _check_four_point(mech, eps + test_eps, real_delta, edges)
+    finally:
+        mp.mp.dps = 40
+
+
+@pytest.mark.parametrize("args, edges", [
+    ((41.20373210550379, 2.137891603281804e-13, 0.00031253968453005083),
+     [-33.13295299914954, -33.13295299914953]),
+    ((1.0, 1e-6, 0.01), [0.0]), ((750.0, 1e-9, 1e-250), [0.0]), ((2.0, 1e-5, 1.0), [2.0]),
+])
+def test_sampled_without_replacement_four_point_pair_within_its_errors(args, edges):
+    """SampledWithoutReplacement: masses at eps' = 33.1 times (1 - gamma delta) were 3.1e-15 off with
+    2.2e-16 declared; eps' = log1p(gamma expm1(eps)) is rounded up past its real value (mpmath)."""
+    from mechanisms import SampledWithoutReplacement
+
+    mp.mp.dps = 60
+    try:
+        mech = SampledWithoutReplacement(*args)
+        e, d, g = (mp.mpf(a) for a in args)
+        _check_four_point(mech, mp.log1p(g * mp.expm1(e)), g * d, edges)
+    finally:
+        mp.mp.dps = 40
+
+
+def test_four_point_pairs_random():
+    """Seeded random PTR / without-replacement pairs at large eps (where the masses lose the most)."""
+    from mechanisms import GeneralizedPTR, SampledWithoutReplacement
+
+    rng = np.random.default_rng(1130)
+    mp.mp.dps = 60
+    try:
+        for _ in range(10):
+            e1, e2 = rng.uniform(0.0, 30.0, 2)
+            d1, d2 = 10.0 ** rng.uniform(-16, -4, 2)
+            mech = GeneralizedPTR(float(e1), float(d1), float(e2), float(d2))
+            _check_four_point(mech, mp.mpf(e1) + mp.mpf(e2), mp.mpf(d1) + mp.mpf(d2), [float(e1 + e2)])
+            g = float(10.0 ** rng.uniform(-6, 0))
+            mech = SampledWithoutReplacement(float(e1 + e2), float(d1), g)
+            e, d, gm = mp.mpf(float(e1 + e2)), mp.mpf(d1), mp.mpf(g)
+            _check_four_point(mech, mp.log1p(gm * mp.expm1(e)), gm * d, [mech.amplified_epsilon])
+    finally:
+        mp.mp.dps = 40

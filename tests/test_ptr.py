@@ -7,6 +7,7 @@ optimal-composition formula of Kairouz et al. (tests/reference.py) and Monte-Car
 
 import json
 import math
+from fractions import Fraction
 
 import mpmath as mp
 import numpy as np
@@ -51,6 +52,8 @@ def test_certificate_tight_and_printed_delta():
     p = GeneralizedPTR(1.0, 1e-6, 0.5, 2e-6, 3e-6, combine="sum")
     assert p.total_delta == pytest.approx(6e-6, rel=1e-15)  # Thm 4.3 as printed
     assert m.infinite_loss_mass == m.total_delta and m.pure_epsilon == 1.5
+    # both the smallest floats >= the real sums: the float sum 2e-6 + 3e-6 lies an ulp below the real one
+    assert Fraction(m.total_delta) >= Fraction(2e-6) + Fraction(3e-6) > Fraction(2e-6 + 3e-6)
 
 
 @pytest.mark.parametrize("kwargs, msg", [
