@@ -52,7 +52,7 @@ from .._numerics import add_up, ceil_fraction, div_up, mul_up, scale_up, stirler
 from .._rdp_kernels import rr_k_curve
 from ..base import UnsupportedRoute, check
 from ..laplace import laplace_rdp
-from ..lattice import AtomicMechanism, float_at_least, rr_power_atoms, rr_rdp
+from ..lattice import AtomicMechanism, rr_power_atoms, rr_rdp
 from ..registry import register
 from . import _kernels as K
 
@@ -319,16 +319,6 @@ class _SVTBase(AtomicMechanism):
         object.__setattr__(self, "_plan", _build_plan(
             self.threshold_noise, ts, self.query_noise, qs, self.sensitivity, self.cutoff, self.resample,
             self.max_length, getattr(self, "nonnegative", False), getattr(self, "threshold", None)))
-        if math.isfinite(self._plan.rr_eps):
-            # the PLD's RR(eps)^m pair at the smallest float >= the unit's real epsilon (the plan's
-            # Delta / (Delta / eps1) + c 2 Delta / (2 Delta / eps2) is rounded, e.g. an ulp below eps1 + eps2
-            # at eps1 = 1e-6, eps2 = 0.446): Delta / b1 + c 2 Delta / b2 at the float scales b, and for
-            # LaplaceSVT eps1 + c eps2 if larger, in exact rationals
-            d, c = Fraction(self.sensitivity), Fraction(self._plan.c_eff)
-            real = d / Fraction(ts) + c * 2 * d / Fraction(qs)
-            if hasattr(self, "epsilon1"):
-                real = max(real, Fraction(self.epsilon1) + c * Fraction(self.epsilon2))
-            object.__setattr__(self, "_pld_eps", float_at_least(real))
 
     def as_generalized(self) -> GeneralizedSVT:
         """The same mechanism as a :class:`GeneralizedSVT`."""
@@ -405,11 +395,11 @@ class _SVTBase(AtomicMechanism):
         p = self._plan
         if not math.isfinite(p.rr_eps):
             raise UnsupportedRoute(f"{self.describe()} is not pure DP; use method='rdp'")
-        return rr_power_atoms(self._pld_eps, p.mult)  # type: ignore[attr-defined]
+        return rr_power_atoms(p.rr_eps, p.mult)
 
     def _rr_power(self) -> tuple[float, int, float] | None:
         p = self._plan
-        return (self._pld_eps, p.mult, 0.0) if math.isfinite(p.rr_eps) else None  # type: ignore[attr-defined]
+        return (p.rr_eps, p.mult, 0.0) if math.isfinite(p.rr_eps) else None
 
 
 # ---------------------------------------------------------------------------------------- plug-ins
