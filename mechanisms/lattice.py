@@ -34,8 +34,6 @@ __all__ = ["AtomicMechanism", "DiscreteMechanism", "atoms_rdp_upper", "rr_atoms"
 _U = 2.0 ** -53
 _INPUT_ULPS = 4.0  # accuracy of stored losses, ulps of 1 + |l| (= conversions.atoms.INPUT_ULPS)
 
-_U = 2.0**-53
-
 
 def rr_rdp(alpha, epsilon: float, k: int = 2) -> np.ndarray:
     """RDP of k-ary randomized response RR(eps) (k = 2: the tight RDP of a generic eps-DP mechanism).
