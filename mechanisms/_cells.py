@@ -111,9 +111,25 @@ def atoms_cell_masses(edges: np.ndarray, losses, masses, loss_err=0.0, mass_rel_
     if l.size == 0:
         z = np.zeros(e.size + 1)
         return z, z.copy()
+    idx, near, i_lo, i_hi = _atom_cells(e, l, loss_err, exact_losses)
+    m = np.bincount(idx, weights=w, minlength=e.size + 1)
+    cnt = np.bincount(idx, minlength=e.size + 1)
+    rel = np.broadcast_to(np.asarray(mass_rel_err, dtype=float), w.shape)
+    tiny = np.where(w < 1e-290, TINY_ABS, 0.0)
+    err = m * (cnt + 1.0) * U + np.bincount(idx, weights=w * rel + tiny, minlength=e.size + 1)
+    for j in near:
+        err[i_lo[j]:i_hi[j] + 1] += w[j] * (1.0 + rel[j]) * (1.0 + 4.0 * U) + tiny[j]
+    return m, err
+
+
+def _atom_cells(e: np.ndarray, l: np.ndarray, loss_err, exact_losses):
+    """(idx, near, i_lo, i_hi) of :func:`atoms_cell_masses`: each atom's cell (the real one where it was
+    placed exactly), the atoms whose cell is uncertain (their position interval meets an edge and they
+    were not placed exactly) and, for those, the first and last cells the interval meets."""
     idx = np.searchsorted(e, l, side="left")
     le = np.broadcast_to(np.asarray(loss_err, dtype=float), l.shape)
     near = np.empty(0, dtype=np.int64)
+    i_lo = i_hi = idx
     if np.any(le > 0.0):
         # (an atom with no position error stays in its own cell, also on an edge: widening its empty
         # interval by an ulp would put an exact atom at 0 of mass 0.08 in two cells' errors)
@@ -126,14 +142,49 @@ def atoms_cell_masses(edges: np.ndarray, losses, masses, loss_err=0.0, mass_rel_
             for j, x in zip(near.tolist(), exact_losses(near), strict=True):
                 idx[j] = bisect.bisect_left(e, x, key=Fraction)
             near = near[:0]
-    m = np.bincount(idx, weights=w, minlength=e.size + 1)
-    cnt = np.bincount(idx, minlength=e.size + 1)
-    rel = np.broadcast_to(np.asarray(mass_rel_err, dtype=float), w.shape)
-    tiny = np.where(w < 1e-290, TINY_ABS, 0.0)
-    err = m * (cnt + 1.0) * U + np.bincount(idx, weights=w * rel + tiny, minlength=e.size + 1)
+    return idx, near, i_lo, i_hi
+
+
+def atoms_cell_offsets(edges: np.ndarray, losses, masses, loss_err=0.0,
+                       exact_losses=None) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds (lo, hi) on E[L - e_{i-1} | cell i] / (e_i - e_{i-1}) for the finite atoms of
+    :func:`atoms_cell_masses` (same cells, same arguments): the conditional mean of a cell lies between
+    its atoms' smallest and largest offsets, each taken over the atom's position interval [loss -
+    loss_err, loss + loss_err] and rounded outwards (the two subtractions and the division: 4 ulps of
+    the magnitudes over the width), clipped to [0, 1].  A cell that an atom of uncertain cell may reach
+    gets [0, 1]; so do cells 0 and n and empty cells (ignored by callers).  (Atoms have no spread within a
+    cell: with these bounds the PLD's connect-the-dots split sends an atom just above an edge almost
+    wholly to that edge, where whole cells rounded up moved it a full step.)"""
+    e = check_edges(edges)
+    l = np.asarray(losses, dtype=float)
+    w = np.asarray(masses, dtype=float)
+    n = e.size
+    lo, hi = np.zeros(n + 1), np.ones(n + 1)
+    if l.size == 0 or n < 2:
+        return lo, hi
+    idx, near, i_lo, i_hi = _atom_cells(e, l, loss_err, exact_losses)
+    le = np.broadcast_to(np.asarray(loss_err, dtype=float), l.shape)
+    inner = (idx >= 1) & (idx <= n - 1) & (w > 0.0)
+    k = idx[inner]
+    a, b = e[k - 1], e[k]
+    width = b - a
+    pos, err = l[inner], le[inner]
+    slack = 4.0 * U * (np.abs(pos) + err + np.abs(a)) / width + 4.0 * U
+    r_lo = (pos - err - a) / width - slack
+    r_hi = (pos + err - a) / width + slack
+    big = np.full(n + 1, np.inf)
+    small = np.full(n + 1, -np.inf)
+    np.minimum.at(big, k, r_lo)
+    np.maximum.at(small, k, r_hi)
+    filled = np.isfinite(big)
+    lo = np.where(filled, np.clip(big, 0.0, 1.0), 0.0)
+    hi = np.where(filled, np.clip(small, 0.0, 1.0), 1.0)
     for j in near:
-        err[i_lo[j]:i_hi[j] + 1] += w[j] * (1.0 + rel[j]) * (1.0 + 4.0 * U) + tiny[j]
-    return m, err
+        lo[i_lo[j]:i_hi[j] + 1] = 0.0
+        hi[i_lo[j]:i_hi[j] + 1] = 1.0
+    lo[0] = lo[n] = 0.0
+    hi[0] = hi[n] = 1.0
+    return lo, np.maximum(hi, lo)
 
 
 @njit(cache=True)
