@@ -239,6 +239,8 @@ def subsampled_cgf_int(orders: np.ndarray, gamma: float, log_em1: np.ndarray, ge
     a sum of non-negative terms (the l = 0, 1 terms of the binomial identity cancel exactly), and
     K(a) = log1p(A(a) - 1).  General form (``general=True``, thesis Thm 2.3.1): the
     l >= 3 terms use 3 e^{(l-1) eps(l)} - 1 = 2 + 3 expm1(...) instead.  Cost: sum of the orders.
+    Rounded up by a bound on the floating point of the sum (below; ``log_em1``'s own rounding, 4 ulps of
+    its magnitude, included), the base curve's values taken as upper bounds.
     """
     nord = orders.shape[0]
     out = np.zeros(nord)
@@ -283,9 +285,25 @@ def subsampled_cgf_int(orders: np.ndarray, gamma: float, log_em1: np.ndarray, ge
             out[i] = _INF
             continue
         acc = 0.0
+        lem = 0.0  # (the largest finite |log_em1| among the summands' inputs)
         for j in range(nb):
             acc += math.exp(buf[j] - m)
-        out[i] = _log1p_exp(m + math.log(acc))
+            x = abs(log_em1[j + 2])
+            if x < _INF and x > lem:
+                lem = x
+        # rounded up: log C(a, l) by its recurrence carries <= 2 ulps of the running value per step (<= 2 a
+        # u lgamma(a + 1) after a steps: |log C| <= log a! and each logint within half an ulp), the products
+        # with log(1 - gamma), log gamma 2 ulps of a |log(1 - gamma)|, a |log gamma|, the base's log_em1 (and
+        # the general form's logaddexp) 4 ulps of its magnitude plus 2, the additions one ulp each of the
+        # summand's size; exp(v - m) 2 ulps plus |v - m| u (<= 1/e per summand, relative to acc >= 1), the
+        # sum (n + 2) ulps, log, the sum m + log and log1p(e^x) one ulp each, and x within err moves it by
+        # at most err (its slope <= 1)
+        mag = math.lgamma(a + 1.0) + a * (abs(lg) + (abs(l1g) if l1g > -_INF else 0.0)) + lem + 3.0
+        err = (2.0 * a + 16.0) * 2.0 ** -53 * mag + (3.0 * a + 3.0) * 2.0 ** -53
+        x = m + math.log(acc)
+        x += err + 2.0 ** -52 * (abs(x) + abs(m) + 1.0)
+        v = _log1p_exp(x)
+        out[i] = np.nextafter(v * (1.0 + 4.0 * 2.0 ** -53), np.inf)
     return out
 
 

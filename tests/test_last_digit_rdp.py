@@ -425,3 +425,18 @@ def test_gnss_upper_bound_adds_its_gaussian_term_rounded_up():
                 ref = mpf(c) + mpf(a) / (2 * mpf(s_2) ** 2)
                 assert mp.mpf(float(g)) >= ref, (beta, s_s, s_2, a)
                 assert float(g) <= float(ref) * (1 + 4 * U)
+
+
+@pytest.mark.parametrize("q, sigma, sens", _SG_CASES[:6])
+def test_binomial_subsampling_transform_is_an_upper_bound(q, sigma, sens):
+    """``gnmax.poisson_subsampled_rdp`` (the binomial transform of a base curve; here the Gaussian's, for
+    which the tight form is the subsampled Gaussian's exact sum) at integer orders: never below the mpmath
+    sum, within 1e-9 of it."""
+    from mechanisms.gnmax import subsampled_gaussian_rdp
+
+    with mp.workdps(60):
+        for a in (2, 3, 5, 16, 64):
+            ref = sg_rdp_int_ref(q, sigma, sens, a)
+            got = float(subsampled_gaussian_rdp([float(a)], sigma, q, sens)[0])
+            assert mp.mpf(got) >= ref, (a, got, mp.nstr(ref, 20))
+            assert got <= float(ref) * (1 + 1e-9) + 1e-300, (a, got)
