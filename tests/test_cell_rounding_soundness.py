@@ -505,7 +505,8 @@ def test_atom_cell_offsets_bound_the_exact_conditional_means():
         k = rng.integers(0, n_at, n_at // 3)
         losses[k] = edges[rng.integers(0, edges.size, k.size)]  # on an edge
         k2 = rng.integers(0, n_at, n_at // 3)
-        losses[k2] = np.nextafter(edges[rng.integers(0, edges.size, k2.size)], rng.choice([-1.0, 1.0]) * np.inf)
+        side = rng.choice([-1.0, 1.0]) * np.inf
+        losses[k2] = np.nextafter(edges[rng.integers(0, edges.size, k2.size)], side)  # next to an edge
         masses = rng.uniform(0.0, 1.0, n_at)
         loss_err = 0.0 if trial % 2 else rng.uniform(0.0, 3.0, n_at) * 2.0**-52 * np.abs(losses)
         lo, hi = atoms_cell_offsets(edges, losses, masses, loss_err=loss_err)
