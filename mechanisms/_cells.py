@@ -26,14 +26,13 @@ from fractions import Fraction
 import numpy as np
 from numba import njit
 
+from ._numerics import two_product
+
 U = 2.0**-53
 U_ERFC = 1e-13
 _SQRT1_2 = 0.7071067811865476
 _INV_SQRT_2PI = 0.3989422804014327
 TINY_ABS = 1e-300
-_VELTKAMP = 134217729.0  # 2^27 + 1: splits a double into two 26-bit halves
-_SPLIT_MAX = 2.0**995
-_PROD_MIN = 2.0**-960
 _SUBNORMAL = 2.0**-1074
 
 
@@ -47,29 +46,6 @@ def check_edges(edges) -> np.ndarray:
     if e.size > 1 and np.any(np.diff(e) < 0):
         raise ValueError("edges must be sorted in non-decreasing order")
     return e
-
-
-def two_product(a, b) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(p, e, ok) elementwise: p = fl(a b) and, where ok, e = a b - p exactly (Dekker 1971, as TwoProduct
-    in Ogita, Rump & Oishi 2005: a and b split at 26 bits by Veltkamp's method, e = a_lo b_lo -
-    (((p - a_hi b_hi) - a_lo b_hi) - a_hi b_lo), every step exact).  ok excludes what the identity needs
-    excluded: |a|, |b| >= 2^995 (the split overflows), |p| < 2^-960 unless a or b is zero (the partial
-    products underflow), non-finite values."""
-    a = np.asarray(a, dtype=float)
-    b = np.asarray(b, dtype=float)
-    with np.errstate(over="ignore", invalid="ignore"):
-        p = a * b
-        ta = _VELTKAMP * a
-        ah = ta - (ta - a)
-        al = a - ah
-        tb = _VELTKAMP * b
-        bh = tb - (tb - b)
-        bl = b - bh
-        e = al * bl - (((p - ah * bh) - al * bh) - ah * bl)
-    zero = (a == 0.0) | (b == 0.0)
-    ok = zero | ((np.abs(a) < _SPLIT_MAX) & (np.abs(b) < _SPLIT_MAX) & (np.abs(p) >= _PROD_MIN)
-                 & np.isfinite(p) & np.isfinite(e))
-    return p, np.where(zero, 0.0, e), ok
 
 
 def product_placement(k, x) -> tuple[np.ndarray, np.ndarray]:

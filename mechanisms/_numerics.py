@@ -50,27 +50,41 @@ def ceil_fraction(exact: Fraction) -> float:
     return _ceil_to_float(float(exact), exact)
 
 
-_SPLIT = 134217729.0  # 2^27 + 1 (Veltkamp splitting of a double into two 26-bit halves)
+_VELTKAMP = 134217729.0  # 2^27 + 1: splits a double into two 26-bit halves
+_SPLIT_MAX = 2.0**995
+_PROD_MIN = 2.0**-960
+
+
+def two_product(a, b) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(p, e, ok) elementwise: p = fl(a b) and, where ok, e = a b - p exactly (Dekker 1971, as TwoProduct
+    in Ogita, Rump & Oishi 2005: a and b split at 26 bits by Veltkamp's method, e = a_lo b_lo -
+    (((p - a_hi b_hi) - a_lo b_hi) - a_hi b_lo), every step exact).  ok excludes what the identity needs
+    excluded: |a|, |b| >= 2^995 (the split overflows), |p| < 2^-960 unless a or b is zero (the partial
+    products underflow), non-finite values."""
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    with np.errstate(over="ignore", invalid="ignore"):
+        p = a * b
+        ta = _VELTKAMP * a
+        ah = ta - (ta - a)
+        al = a - ah
+        tb = _VELTKAMP * b
+        bh = tb - (tb - b)
+        bl = b - bh
+        e = al * bl - (((p - ah * bh) - al * bh) - ah * bl)
+    zero = (a == 0.0) | (b == 0.0)
+    ok = zero | ((np.abs(a) < _SPLIT_MAX) & (np.abs(b) < _SPLIT_MAX) & (np.abs(p) >= _PROD_MIN)
+                 & np.isfinite(p) & np.isfinite(e))
+    return p, np.where(zero, 0.0, e), ok
 
 
 def mul_up_array(a, b) -> np.ndarray:
     """Elementwise the smallest float >= the exact product a b (float arrays, broadcast): the product's
-    rounding error is computed exactly (Dekker's TwoProduct: Veltkamp splitting, no FMA needed) and the
-    product moved one step up where it is positive.  Where the splitting could overflow (|x| > 1e290) or
-    the product is below 2^-960 (subnormal rounding), positive products are moved up unconditionally."""
-    a = np.asarray(a, dtype=float)
-    b = np.asarray(b, dtype=float)
-    with np.errstate(invalid="ignore", over="ignore"):
-        p = a * b
-        ca = _SPLIT * a
-        ah = ca - (ca - a)
-        al = a - ah
-        cb = _SPLIT * b
-        bh = cb - (cb - b)
-        bl = b - bh
-        err = ((ah * bh - p) + ah * bl + al * bh) + al * bl
-    plain = ~((np.abs(a) < 1e290) & (np.abs(b) < 1e290) & (np.abs(p) > 2.0 ** -960) & np.isfinite(p))
-    up = np.where(plain, p > 0.0, err > 0.0) & np.isfinite(p)
+    rounding error is computed exactly (:func:`two_product`) and the product moved one step up where it
+    is positive.  Outside :func:`two_product`'s range (overflowing splits, products below 2^-960) a
+    non-zero finite product is moved up unconditionally (then an upper bound, not always the smallest)."""
+    p, e, ok = two_product(a, b)
+    up = np.where(ok, e > 0.0, p != 0.0) & np.isfinite(p)
     return np.where(up, np.nextafter(p, np.inf), p)
 
 

@@ -224,7 +224,7 @@ def _dg_loss_err(sigma: float, delta: int) -> np.ndarray:
     < 2^53 times an integer), and the quotient times 2 sigma^2 giving back the numerator; e.g. sigma = 1),
     else 4 u |L|: the numerator, sigma^2 and the division round by u each, (1 + u)^2 / (1 - u) - 1 < 3.01 u.
     (A loss at sigma = 0.445, Delta = 7 sat an ulp off -441.7488830417919, its 1.9e-281 in the wrong cell.)"""
-    from ._cells import two_product
+    from ._numerics import two_product
 
     losses = _dg_lattice(sigma, delta)[0]
     x_max = (losses.size - 1) // 2
@@ -378,7 +378,7 @@ def _dlap_loss_err(scale: float, delta: int) -> np.ndarray:
     computed as k fl(1 / t): 0 where both steps are exact (Dekker: fl(1 / t) t = 1, k fl(1 / t) exact;
     e.g. t = 1 or 0.5), else 3 u |L| (two roundings, (1 + u)^2 - 1 < 2.01 u).  (At t = 0.193, Delta = 2 the
     float loss lay an ulp off -10.349694471615928, its 3.2e-5 in the wrong cell.)"""
-    from ._cells import two_product
+    from ._numerics import two_product
 
     losses = _dlap_lattice(scale, delta)[0]
     inv = 1.0 / scale

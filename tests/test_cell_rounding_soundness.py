@@ -168,11 +168,8 @@ PART_CASES = [(0.0045117545737905955, 0.650928480917647, 18.4760222556874, "remo
 @pytest.mark.parametrize("case", PART_CASES)
 def test_split_part_past_the_coarse_range_is_integrated_to_its_declared_error(case):
     q, sigma, c, direction, x_cut, tau, lo, hi = case
-    mp.mp.dps = 30
-    try:
+    with mp.workdps(30):
         ref = _part_log_mgf(q, sigma, c, direction, x_cut, tau, lo, hi)
-    finally:
-        mp.mp.dps = 40
     part = SubsampledGaussianPart(sigma, q, 1.0, x_cut, tau, 1)
     got = part.log_mgf_real(c, direction)
     assert abs(got - float(ref)) <= part.log_mgf_error, (got, float(ref))
@@ -245,8 +242,7 @@ def test_laplace_svt_cells_hold_at_the_pairs_epsilon(args, edges):
 
     from mechanisms import LaplaceSVT
 
-    mp.mp.dps = 80
-    try:
+    with mp.workdps(80):
         mech = LaplaceSVT(*args)
         eps, m, _ = mech._rr_power()
         assert Fraction(eps) >= _svt_real_eps(mech)
@@ -257,8 +253,6 @@ def test_laplace_svt_cells_hold_at_the_pairs_epsilon(args, edges):
         grids.append(list(0.5 * (l[:-1] + l[1:])[::-1]))
         for e in grids:
             _assert_within(*mech.pld_cell_masses(np.array(e)), _lattice_cells(e, atoms), "LaplaceSVT")
-    finally:
-        mp.mp.dps = 40
 
 
 def test_laplace_svt_random_pairs_next_to_their_atoms():
@@ -268,8 +262,7 @@ def test_laplace_svt_random_pairs_next_to_their_atoms():
     from mechanisms import LaplaceSVT
 
     rng = np.random.default_rng(20261130)
-    mp.mp.dps = 60
-    try:
+    with mp.workdps(60):
         for _ in range(12):
             e1, e2 = 10.0 ** rng.uniform(-3, 0.5, 2)
             mech = LaplaceSVT(float(e1), float(e2), float(rng.choice([1.0, 2.0, 3.0, 0.7])),
@@ -280,8 +273,6 @@ def test_laplace_svt_random_pairs_next_to_their_atoms():
             e = _edges_around(l, rng.choice(m + 1, size=min(m + 1, 6), replace=False))
             _assert_within(*mech.pld_cell_masses(np.array(e)), _lattice_cells(e, _rr_power_exact(eps, m)),
                            repr(mech))
-    finally:
-        mp.mp.dps = 40
 
 
 def test_laplace_svt_log_mgf_carries_its_masses_rounding():
@@ -289,8 +280,7 @@ def test_laplace_svt_log_mgf_carries_its_masses_rounding():
     the error was 0 and log M(0) came out 1.8e-15 above 0 at eps = 34)."""
     from mechanisms import LaplaceSVT
 
-    mp.mp.dps = 60
-    try:
+    with mp.workdps(60):
         for mech in (LaplaceSVT(27.11331664029298, 2.28127315149919, 1.0, 3, False, 91674),
                      LaplaceSVT(0.011514820588913673, 8.079826473624337, 1.0, 225, True, None)):
             eps, m, _ = mech._rr_power()
@@ -299,8 +289,6 @@ def test_laplace_svt_log_mgf_carries_its_masses_rounding():
                 ref = mp.log(mp.fsum(w * mp.exp(c * ell) for ell, w in atoms))
                 got = float(np.real(mech.log_mgf(np.array([complex(c)]))[0]))
                 assert abs(mp.mpf(got) - ref) <= mech.log_mgf_error, (mech, c, got, ref)
-    finally:
-        mp.mp.dps = 40
 
 
 def test_stagewise_svt_atoms_next_to_an_edge_stay_within_their_errors():
@@ -309,8 +297,7 @@ def test_stagewise_svt_atoms_next_to_an_edge_stay_within_their_errors():
     wrong cell, error 0)."""
     from mechanisms import StageWiseSVT
 
-    mp.mp.dps = 60
-    try:
+    with mp.workdps(60):
         mech = StageWiseSVT("laplace", 2.8962934891845875, "laplace", 0.8909698796687001, 17, 1,
                             5.695040917674785e-09, 1.0, None, True)
         eps, m, _ = mech._rr_power()
@@ -320,8 +307,6 @@ def test_stagewise_svt_atoms_next_to_an_edge_stay_within_their_errors():
         l, _ = mech.pld_atoms()
         for e in ([-38.85020490862114, -38.85020490862113], _edges_around(l, range(m + 1))):
             _assert_within(*mech.pld_cell_masses(np.array(e)), _lattice_cells(e, atoms), "StageWiseSVT")
-    finally:
-        mp.mp.dps = 40
 
 
 def _dg_exact(sigma, delta, x_max):
@@ -351,8 +336,7 @@ def test_discrete_gaussian_atoms_next_to_an_edge_stay_within_their_errors(sigma,
     Delta = 7 the atom of 1.9e-281 sat across -441.7488830417919 with error 0."""
     from mechanisms import DiscreteGaussian
 
-    mp.mp.dps = 60
-    try:
+    with mp.workdps(60):
         mech = DiscreteGaussian(sigma, delta)
         l, _ = mech.pld_atoms()
         atoms = _dg_exact(sigma, delta, (l.size - 1) // 2)
@@ -360,8 +344,6 @@ def test_discrete_gaussian_atoms_next_to_an_edge_stay_within_their_errors(sigma,
         picks = rng.choice(l.size, size=min(l.size, 10), replace=False)
         for e in ([] if edges is None else [edges]) + [_edges_around(l, picks)]:
             _assert_within(*mech.pld_cell_masses(np.array(e)), _lattice_cells(e, atoms), repr(mech))
-    finally:
-        mp.mp.dps = 40
 
 
 @pytest.mark.parametrize("scale, delta, edges", [
@@ -373,15 +355,12 @@ def test_discrete_laplace_atoms_next_to_an_edge_stay_within_their_errors(scale, 
     Delta = 2 the atom of 3.2e-5 sat across -10.349694471615928 with error 0."""
     from mechanisms import DiscreteLaplace
 
-    mp.mp.dps = 60
-    try:
+    with mp.workdps(60):
         mech = DiscreteLaplace(scale, delta)
         l, _ = mech.pld_atoms()
         atoms = _dlap_exact(scale, delta)
         for e in ([] if edges is None else [edges]) + [_edges_around(l, range(l.size))]:
             _assert_within(*mech.pld_cell_masses(np.array(e)), _lattice_cells(e, atoms), repr(mech))
-    finally:
-        mp.mp.dps = 40
 
 
 @pytest.mark.parametrize("name, args", [
@@ -436,15 +415,12 @@ def test_generalized_ptr_four_point_pair_within_its_errors(args, edges):
     relatively with 2.2e-16 declared; the pair's eps and delta are the real sums rounded up."""
     from mechanisms import GeneralizedPTR
 
-    mp.mp.dps = 60
-    try:
+    with mp.workdps(60):
         mech = GeneralizedPTR(*args)
         eps, delta, test_eps, test_delta, fp = (mp.mpf(a) for a in args[:5])
         combine = args[5]
         real_delta = test_delta + (delta + fp if combine == "sum" else max(delta, fp))
         _check_four_point(mech, eps + test_eps, real_delta, edges)
-    finally:
-        mp.mp.dps = 40
 
 
 @pytest.mark.parametrize("args, edges", [
@@ -457,13 +433,10 @@ def test_sampled_without_replacement_four_point_pair_within_its_errors(args, edg
     2.2e-16 declared; eps' = log1p(gamma expm1(eps)) is rounded up past its real value (mpmath)."""
     from mechanisms import SampledWithoutReplacement
 
-    mp.mp.dps = 60
-    try:
+    with mp.workdps(60):
         mech = SampledWithoutReplacement(*args)
         e, d, g = (mp.mpf(a) for a in args)
         _check_four_point(mech, mp.log1p(g * mp.expm1(e)), g * d, edges)
-    finally:
-        mp.mp.dps = 40
 
 
 def test_four_point_pairs_random():
@@ -471,8 +444,7 @@ def test_four_point_pairs_random():
     from mechanisms import GeneralizedPTR, SampledWithoutReplacement
 
     rng = np.random.default_rng(1130)
-    mp.mp.dps = 60
-    try:
+    with mp.workdps(60):
         for _ in range(10):
             e1, e2 = rng.uniform(0.0, 30.0, 2)
             d1, d2 = 10.0 ** rng.uniform(-16, -4, 2)
@@ -482,8 +454,6 @@ def test_four_point_pairs_random():
             mech = SampledWithoutReplacement(float(e1 + e2), float(d1), g)
             e, d, gm = mp.mpf(float(e1 + e2)), mp.mpf(d1), mp.mpf(g)
             _check_four_point(mech, mp.log1p(gm * mp.expm1(e)), gm * d, [mech.amplified_epsilon])
-    finally:
-        mp.mp.dps = 40
 
 
 # ------------------------------------------------------------------ where atoms sit inside their cells
