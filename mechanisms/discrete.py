@@ -158,18 +158,6 @@ class _LatticeNoise(_AtomicPLD):
         # 1.7e-13 off with only the summation counted; found by a stress run against mpmath)
         return 1.01 * self._lattice()[3]
 
-    def _atom_positions(self, losses: np.ndarray):
-        return losses, self._loss_err(), self._exact_losses
-
-    def _loss_err(self):
-        """Per-atom bound on |computed loss - real loss| (``_atom_positions``): 0 unless declared
-        (Skellam's losses are its dominating pair's own floats)."""
-        return 0.0
-
-    def _exact_losses(self, js: np.ndarray) -> list:  # pragma: no cover - abstract
-        """The real losses of atoms js as Fractions (only called where ``_loss_err`` is declared)."""
-        raise NotImplementedError
-
     def mgf_cost(self, t_max: float) -> float:
         # one node costs n exp/cos/sin evaluations (~30 ns each): ~3 n closed-form (Gaussian) node units
         return max(1.0, 3.0 * self._lattice()[0].size)
@@ -322,13 +310,13 @@ class DiscreteGaussian(_LatticeNoise):
     def _lattice(self):
         return _dg_lattice(self.sigma, self.sensitivity)
 
-    def _loss_err(self):
-        return _dg_loss_err(self.sigma, self.sensitivity)
-
-    def _exact_losses(self, js):
-        d, x_max = self.sensitivity, (self._lattice()[0].size - 1) // 2
+    def _atom_positions(self, losses: np.ndarray):
+        """The float losses with their rounding bounds (``_dg_loss_err``) and, for atoms next to an edge,
+        their real losses Delta (Delta - 2x) / (2 sigma^2) as Fractions."""
+        d, x_max = self.sensitivity, (losses.size - 1) // 2
         s2 = 2 * Fraction(self.sigma) ** 2
-        return [Fraction(d * (d - 2 * (int(j) - x_max))) / s2 for j in js]
+        return (losses, _dg_loss_err(self.sigma, d),
+                lambda js: [Fraction(d * (d - 2 * (int(j) - x_max))) / s2 for j in js])
 
     def rdp(self, alpha) -> np.ndarray:
         """Exact RDP alpha mu^2/2 + log(Z((1 - alpha) Delta)/Z(0))/(alpha - 1), rounded up (module
@@ -425,11 +413,11 @@ class DiscreteLaplace(_LatticeNoise):
     def _lattice(self):
         return _dlap_lattice(self.scale, self.sensitivity)
 
-    def _loss_err(self):
-        return _dlap_loss_err(self.scale, self.sensitivity)
-
-    def _exact_losses(self, js):
-        return [Fraction(self.sensitivity - 2 * int(j)) / Fraction(self.scale) for j in js]
+    def _atom_positions(self, losses: np.ndarray):
+        """The float losses with their rounding bounds (``_dlap_loss_err``) and, for atoms next to an
+        edge, their real losses (Delta - 2x) / t as Fractions."""
+        d, t = self.sensitivity, Fraction(self.scale)
+        return losses, _dlap_loss_err(self.scale, d), lambda js: [Fraction(d - 2 * int(j)) / t for j in js]
 
     def _rr_power(self):
         return None

@@ -29,7 +29,8 @@ from ._numerics import atoms_phase_error, discrete_log_mgf, log_binomial_coeffic
 from ._rdp_kernels import rr_k_curve
 from .base import Mechanism, UnsupportedRoute, check_direction
 
-__all__ = ["AtomicMechanism", "DiscreteMechanism", "atoms_rdp_upper", "rr_atoms", "rr_power_atoms", "rr_rdp"]
+__all__ = ["AtomicMechanism", "DiscreteMechanism", "FourPointPair", "atoms_rdp_upper", "rr_atoms",
+           "rr_power_atoms", "rr_rdp"]
 
 _U = 2.0 ** -53
 _INPUT_ULPS = 4.0  # accuracy of stored losses, ulps of 1 + |l| (= conversions.atoms.INPUT_ULPS)
@@ -265,6 +266,24 @@ class DiscreteMechanism(AtomicMechanism):
             return _rr_curve(al, float(self.pure_epsilon), int(k))
         l, w = self._atoms()
         return atoms_rdp_upper(al, l, w, self.pure_epsilon, self._atom_mass_rel_err())
+
+
+class FourPointPair(DiscreteMechanism):
+    """The four-point dominating pair of an (eps, delta) guarantee (``ApproxDP``, ``GeneralizedPTR``,
+    ``SampledWithoutReplacement``): binary randomized response RR(``pure_epsilon``) on the finite part,
+    its masses times 1 - ``infinite_loss_mass``."""
+
+    def _atoms(self) -> tuple[np.ndarray, np.ndarray]:
+        l, w = rr_atoms(self.pure_epsilon, 2)
+        return l, w * (1.0 - self.infinite_loss_mass)
+
+    def _atom_mass_rel_err(self) -> float:
+        # randomized response's closed forms, then 1 - p_inf and the product (4 u; at eps = 33.3 the
+        # masses were 3.5e-15 off relatively, counted as 0, also in log_mgf_error)
+        return rr_mass_rel_err(self.pure_epsilon, 2) + 4.0 * _U
+
+    def _rr_k(self) -> int | None:
+        return 2  # the conditional curve is binary randomized response's, RR(pure_epsilon)
 
 
 def atoms_rdp_upper(alpha: np.ndarray, losses: np.ndarray, masses: np.ndarray, cap: float,

@@ -49,7 +49,7 @@ import numpy as np
 from . import validation as V
 from ._numerics import add_up, log_expm1
 from .base import RELATIONS, Mechanism, check
-from .lattice import DiscreteMechanism, rr_atoms, rr_mass_rel_err
+from .lattice import FourPointPair
 from .registry import from_dict, register
 
 COMBINE_RULES = ("max", "sum")
@@ -96,7 +96,7 @@ def ptr_total_delta(delta: float, test_delta: float, false_positive: float, comb
 
 @register
 @dataclass(frozen=True)
-class GeneralizedPTR(DiscreteMechanism):
+class GeneralizedPTR(FourPointPair):
     """Certificate of one generalized-PTR release (Thm 4.3 with the tight delta), as a ledger entry.
 
     Parameters
@@ -167,19 +167,6 @@ class GeneralizedPTR(DiscreteMechanism):
     def infinite_loss_mass(self) -> float:
         return self.total_delta
 
-    def _atoms(self):
-        """The four-point pair's finite atoms at ``total_epsilon`` and ``total_delta`` (both the smallest
-        floats >= their real sums)."""
-        l, w = rr_atoms(self.total_epsilon, 2)
-        return l, w * (1.0 - self.total_delta)
-
-    def _atom_mass_rel_err(self) -> float:
-        # randomized response's closed forms, then 1 - p_inf and the product (4 u; at eps = 33.3 the masses
-        # were 3.5e-15 off relatively, counted as 0, also in log_mgf_error)
-        return rr_mass_rel_err(self.total_epsilon, 2) + 4.0 * 2.0**-53
-
-    def _rr_k(self) -> int | None:
-        return 2  # the conditional curve is binary randomized response's, RR(total_epsilon)
 
 
 # ---------------------------------------------------------------------------- RDP route

@@ -23,7 +23,14 @@ from dataclasses import dataclass
 
 from . import validation as V
 from .base import check
-from .lattice import AtomicMechanism, DiscreteMechanism, rr_atoms, rr_mass_rel_err, rr_power_atoms
+from .lattice import (
+    AtomicMechanism,
+    DiscreteMechanism,
+    FourPointPair,
+    rr_atoms,
+    rr_mass_rel_err,
+    rr_power_atoms,
+)
 from .registry import register
 
 # Deprecated aliases of the lattice bases under their old private names (for plug-ins and branches
@@ -85,7 +92,7 @@ class PureDP(DiscreteMechanism):
 
 @register
 @dataclass(frozen=True)
-class ApproxDP(DiscreteMechanism):
+class ApproxDP(FourPointPair):
     """Any (``epsilon``, ``delta``)-DP mechanism, accounted by the four-point dominating pair.
 
     ``delta`` must lie in [0, 1); it is the infinite-loss mass of the pair.
@@ -106,12 +113,3 @@ class ApproxDP(DiscreteMechanism):
     def infinite_loss_mass(self) -> float:
         return self.delta
 
-    def _atoms(self):
-        l, w = rr_atoms(self.epsilon, 2)
-        return l, w * (1.0 - self.delta)
-
-    def _atom_mass_rel_err(self) -> float:
-        return rr_mass_rel_err(self.epsilon, 2) + 4.0 * 2.0**-53  # (1 - delta and the product)
-
-    def _rr_k(self) -> int | None:
-        return 2  # the conditional curve is binary randomized response's

@@ -23,11 +23,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from . import validation as V
 from ._numerics import mul_up
-from .lattice import DiscreteMechanism, rr_atoms, rr_mass_rel_err
+from .lattice import FourPointPair
 from .registry import register
 
 _U = 2.0 ** -53
@@ -35,7 +33,7 @@ _U = 2.0 ** -53
 
 @register
 @dataclass(frozen=True)
-class SampledWithoutReplacement(DiscreteMechanism):
+class SampledWithoutReplacement(FourPointPair):
     """An (``epsilon``, ``delta``)-DP step (replace-one) run on a uniformly random fixed-size batch.
 
     Parameters
@@ -94,14 +92,3 @@ class SampledWithoutReplacement(DiscreteMechanism):
     def infinite_loss_mass(self) -> float:
         return self.amplified_delta
 
-    def _atoms(self) -> tuple[np.ndarray, np.ndarray]:
-        l, w = rr_atoms(self.amplified_epsilon, 2)
-        return l, w * (1.0 - self.amplified_delta)
-
-    def _rr_k(self) -> int | None:
-        return 2  # the conditional curve is binary randomized response's, RR(amplified_epsilon)
-
-    def _atom_mass_rel_err(self) -> float:
-        # randomized response's closed forms, then 1 - p_inf and the product (4 u; at eps' = 33.1 the masses
-        # were 3.1e-15 off relatively, counted as 0, also in log_mgf_error)
-        return rr_mass_rel_err(self.amplified_epsilon, 2) + 4.0 * _U
