@@ -121,26 +121,26 @@ def _atom_cells(e: np.ndarray, l: np.ndarray, loss_err, exact_losses):
     return idx, near, i_lo, i_hi
 
 
-def atoms_cell_offsets(edges: np.ndarray, losses, masses, loss_err=0.0,
+def atoms_cell_offsets(edges: np.ndarray, losses, loss_err=0.0,
                        exact_losses=None) -> tuple[np.ndarray, np.ndarray]:
     """Bounds (lo, hi) on E[L - e_{i-1} | cell i] / (e_i - e_{i-1}) for the finite atoms of
     :func:`atoms_cell_masses` (same cells, same arguments): the conditional mean of a cell lies between
     its atoms' smallest and largest offsets, each taken over the atom's position interval [loss -
     loss_err, loss + loss_err] and rounded outwards (the two subtractions and the division: 4 ulps of
     the magnitudes over the width), clipped to [0, 1].  A cell that an atom of uncertain cell may reach
-    gets [0, 1]; so do cells 0 and n and empty cells (ignored by callers).  (Atoms have no spread within a
+    gets [0, 1]; so do cells 0 and n and empty cells (ignored by callers).  Every atom counts, also one
+    whose computed mass underflowed to 0 (its real mass is positive).  (Atoms have no spread within a
     cell: with these bounds the PLD's connect-the-dots split sends an atom just above an edge almost
     wholly to that edge, where whole cells rounded up moved it a full step.)"""
     e = check_edges(edges)
     l = np.asarray(losses, dtype=float)
-    w = np.asarray(masses, dtype=float)
     n = e.size
     lo, hi = np.zeros(n + 1), np.ones(n + 1)
     if l.size == 0 or n < 2:
         return lo, hi
     idx, near, i_lo, i_hi = _atom_cells(e, l, loss_err, exact_losses)
     le = np.broadcast_to(np.asarray(loss_err, dtype=float), l.shape)
-    inner = (idx >= 1) & (idx <= n - 1) & (w > 0.0)
+    inner = (idx >= 1) & (idx <= n - 1)
     k = idx[inner]
     a, b = e[k - 1], e[k]
     width = b - a

@@ -257,9 +257,9 @@ class AtomicMechanism(Mechanism):
             return None
         from ._cells import atoms_cell_offsets
 
-        l, w = self._atoms()
+        l, _ = self._atoms()
         place, loss_err, exact = self._atom_positions(l)
-        return atoms_cell_offsets(edges, place, w, loss_err=loss_err, exact_losses=exact)
+        return atoms_cell_offsets(edges, place, loss_err=loss_err, exact_losses=exact)
 
 
 class DiscreteMechanism(AtomicMechanism):

@@ -479,7 +479,7 @@ def test_atom_cell_offsets_bound_the_exact_conditional_means():
         losses[k2] = np.nextafter(edges[rng.integers(0, edges.size, k2.size)], side)  # next to an edge
         masses = rng.uniform(0.0, 1.0, n_at)
         loss_err = 0.0 if trial % 2 else rng.uniform(0.0, 3.0, n_at) * 2.0**-52 * np.abs(losses)
-        lo, hi = atoms_cell_offsets(edges, losses, masses, loss_err=loss_err)
+        lo, hi = atoms_cell_offsets(edges, losses, loss_err=loss_err)
         m, _ = atoms_cell_masses(edges, losses, masses, loss_err=loss_err)
         assert np.all((0.0 <= lo) & (lo <= hi) & (hi <= 1.0))
         le = np.broadcast_to(loss_err, losses.shape)
@@ -531,3 +531,13 @@ def test_pld_of_an_rr_power_one_ulp_above_the_grid_stays_tight(args, times, delt
         c = acct.certificate(delta=delta, method="pld")
     assert mp.mpf(c.epsilon) >= ref
     assert c.epsilon <= float(ref) * (1 + rtol)
+
+
+def test_atom_cell_offsets_keep_atoms_whose_mass_underflowed():
+    """An atom whose computed mass underflowed to 0 still has a positive real mass: its offset bounds the
+    cell's mean like any other's (edges 0, 1, 2; atoms at 1.2 with mass 1 and at 1.9 with mass 0 -> the
+    cell (1, 2] gets hi >= 0.9 and lo <= 0.2)."""
+    from mechanisms._cells import atoms_cell_offsets
+
+    lo, hi = atoms_cell_offsets(np.array([0.0, 1.0, 2.0]), np.array([1.2, 1.9]))
+    assert lo[2] <= 0.2 and hi[2] >= 0.9
