@@ -329,6 +329,7 @@ def atoms_rdp_upper(alpha: np.ndarray, losses: np.ndarray, masses: np.ndarray, c
     dl = _INPUT_ULPS * _U * (1.0 + np.abs(l))
     logw = np.log(w_up) + 2.0 * _U * (1.0 + np.abs(np.log(w_up)))
     lmax = float(np.max(np.abs(l))) if l.size else 0.0
+    dl_max = float(np.max(dl, initial=0.0))
     out = np.empty(alpha.shape)
     for i, a in np.ndenumerate(alpha):
         if not math.isfinite(a):
@@ -336,7 +337,7 @@ def atoms_rdp_upper(alpha: np.ndarray, losses: np.ndarray, masses: np.ndarray, c
             continue
         s = a - 1.0
         lsum = _log_sum_exp_upper(s, l + dl, logw, lmax)
-        if s * (lmax + float(np.max(dl, initial=0.0))) <= 700.0:
+        if s * (lmax + dl_max) <= 700.0:
             lsum = min(lsum, _log1p_expm1_upper(s, l, dl, w_up, w_lo))
         v = max(lsum, 0.0) / s
         out[i] = min(cap, math.nextafter(v * (1.0 + 4.0 * _U), math.inf))
