@@ -336,6 +336,19 @@ def test_statistic_that_closes_the_gap_spares_the_deferred_contour():
     assert "cf" in cert.details["skipped_routes"]
 
 
+def test_often_touched_few_steps_are_split_at_once():
+    """10 steps at q = 0.1 touch an example once in expectation (``SPLIT_NOW_HITS``): the loss is far from
+    atomic and auto splits the contour at once instead of deferring to the discretised PLD.  The split's
+    bracket is exact-grade and lies inside the PLD's (an independent route: cell masses and FFT)."""
+    acct = PrivacyAccountant().step(sigma=0.5, sample_rate=0.1, steps=10)
+    cert = acct.certificate(delta=1e-5)
+    pld = acct.certificate(delta=1e-5, method="pld")
+    assert cert.method == "cf" and cert.details.get("split")
+    assert cert.epsilon - cert.lower_bound <= 1e-6 * cert.epsilon
+    assert pld.lower_bound <= cert.lower_bound <= cert.epsilon <= pld.epsilon
+    assert pld.epsilon - pld.lower_bound > 100 * (cert.epsilon - cert.lower_bound)
+
+
 @pytest.mark.parametrize("sigma,q,steps,delta,method", [(1.0, 1e-5, 100, 1e-8, "pld"),
                                                         (0.4, 1e-5, 100, 1e-5, "pld"),
                                                         (2.0, 1e-4, 100, 1e-5, "pld"),
