@@ -123,18 +123,19 @@ class ComposedPLD:
                 n_cont <= self.closed_order and all(j in self._closed_set for j, _ in cont))
 
     def mgf_err_at(self, c: float, t_max: float = 0.0) -> float:
-        """The declared log-MGF error (sum_j k_j err_j) on the line Re s = c: ``mgf_err`` unless an entry
-        declares a line-dependent error (``log_mgf_error_at(c, direction)``); with ``t_max`` > 0 (nodes
-        up to |Im s| = t_max) plus the entries' phase rounding (``log_mgf_phase_error``)."""
-        if not self._err_at and not t_max > 0.0:
-            return self.mgf_err
+        """The declared log-MGF error (sum_j k_j err_j) on the line Re s = c (nodes up to |Im s| = t_max;
+        t_max = 0: the real point c): ``mgf_err``, an entry's line-dependent error where it declares one
+        (``log_mgf_error_at(c, direction)``), plus the entries' line-dependent rounding
+        (``log_mgf_phase_error(c, t_max)``: phases growing with t, and at any t_max exponents growing with
+        |c|, e.g. the atoms kernels' rounded positions) and, with t_max > 0, that of the atoms and pieces
+        evaluated here."""
         key = (c, t_max)
         v = self._err_at_cache.get(key)
         if v is None:
             v = self.mgf_err + sum(k * (m.log_mgf_error_at(c, self.direction) - m.log_mgf_error)
                                    for m, k in self._err_at)
+            v += sum(k * m.log_mgf_phase_error(c, t_max, self.direction) for m, k in self.entries)
             if t_max > 0.0:
-                v += sum(k * m.log_mgf_phase_error(c, t_max, self.direction) for m, k in self.entries)
                 v += self._own_phase_error(c, t_max)
             if math.isnan(v):  # (never a NaN error bound, from any mechanism: the line counts as failed)
                 raise FloatingPointError(f"a NaN declared log-MGF error on the line Re s = {c}")
@@ -142,16 +143,22 @@ class ComposedPLD:
         return v
 
     def _own_phase_error(self, c: float, t_max: float) -> float:
-        """Phase rounding of the atoms A_j (when subtracted: ``has_atoms``) and exponential pieces C_j
-        this class evaluates on the line itself (``log_atoms_j``, ``log_pieces_j``, M_j = A_j + C_j for
-        the closed-form entries): sum_j k_j of :func:`atoms_phase_error` and, for pieces, of
-        ``phase_error`` over twice the largest |loss| of the entry's atoms and piece ends."""
-        from mechanisms._numerics import atoms_phase_error, phase_error
+        """Line-dependent rounding of the atoms A_j (when subtracted: ``has_atoms``) and exponential
+        pieces C_j this class evaluates on the line itself (``log_atoms_j``, ``log_pieces_j``, M_j = A_j +
+        C_j for the closed-form entries): sum_j k_j of :func:`atoms_phase_error` plus
+        :func:`atoms_exponent_error` (positions within the atoms' contract, ``INPUT_ULPS`` ulps of
+        1 + |l|) and, for pieces, of ``phase_error`` over twice the largest |loss| of the entry's atoms and
+        piece ends."""
+        from mechanisms._numerics import atoms_exponent_error, atoms_phase_error, phase_error
+
+        from .atoms import INPUT_ULPS
 
         v = 0.0
         for j, ((l, w), (_, k)) in enumerate(zip(self._atoms_j, self.entries, strict=True)):
-            if self.has_atoms:
-                v += k * atoms_phase_error(l, w, c, t_max)
+            if self.has_atoms and len(l):
+                lmax = float(np.max(np.abs(l)))
+                v += k * (atoms_phase_error(l, w, c, t_max)
+                          + atoms_exponent_error(c, lmax, INPUT_ULPS * 2.0**-53 * (1.0 + lmax)))
             if j in self._closed_set:
                 lo, hi = self._pieces_j[j][:2]
                 span = max(float(np.max(np.abs(lo))), float(np.max(np.abs(hi))),

@@ -231,8 +231,11 @@ class Mechanism:
 
     def log_mgf_phase_error(self, c: float, t_max: float, direction: str = "remove") -> float:
         """Extra error of ``log_mgf`` (form of ``log_mgf_error``) on Re s = c, |Im s| <= t_max, growing
-        with t (phases t l of rounded losses).  Default: pure eps-DP (|L| <= eps, phases of losses and
-        their differences) ``phase_error(t_max, 2 eps)``, else 0 (closed forms keep t l in log M)."""
+        with t (phases t l of rounded losses) or with |c| (exponents c l of rounded losses: the atoms
+        kernels, ``AtomicMechanism``); t_max = 0 is the real point c, where the characteristic-function
+        route also adds it (``ComposedPLD.mgf_err_at``).  Default: pure eps-DP (|L| <= eps, phases of
+        losses and their differences) ``phase_error(t_max, 2 eps)``, else 0 (closed forms keep t l in
+        log M)."""
         e = self.pure_epsilon
         return _phase_error(t_max, 2.0 * e) if math.isfinite(e) else 0.0
 

@@ -158,6 +158,11 @@ class _LatticeNoise(_AtomicPLD):
         # 1.7e-13 off with only the summation counted; found by a stress run against mpmath)
         return 1.01 * self._lattice()[3]
 
+    def _exponent_bounds(self, direction: str = "remove") -> tuple[float, float]:
+        # (the cached lattice's losses: no masses exponentiated)
+        l = self._lattice()[0]
+        return float(np.max(np.abs(l))), float(np.max(self._atom_positions(l)[1], initial=0.0))
+
     def mgf_cost(self, t_max: float) -> float:
         # one node costs n exp/cos/sin evaluations (~30 ns each): ~3 n closed-form (Gaussian) node units
         return max(1.0, 3.0 * self._lattice()[0].size)

@@ -25,7 +25,13 @@ from fractions import Fraction
 import numpy as np
 
 from . import validation as V
-from ._numerics import atoms_phase_error, discrete_log_mgf, log_binomial_coefficients, phase_error
+from ._numerics import (
+    atoms_exponent_error,
+    atoms_phase_error,
+    discrete_log_mgf,
+    log_binomial_coefficients,
+    phase_error,
+)
 from ._rdp_kernels import rr_k_curve
 from .base import Mechanism, UnsupportedRoute, check_direction
 
@@ -181,13 +187,30 @@ class AtomicMechanism(Mechanism):
         return max(own, 32.0 * _U * (m * (1.0 + eps) + abs(log_scale)))
 
     def log_mgf_phase_error(self, c: float, t_max: float, direction: str = "remove") -> float:
-        """Phase rounding of the atoms kernels on Re s = c, |Im s| <= t_max (form of ``log_mgf_error``):
-        :func:`mechanisms._numerics.atoms_phase_error` over ``pld_atoms(direction)``; for an RR(eps)^m
-        power, m times the two-atom bound (m log M_RR(s): phases t eps and 2 t eps per factor)."""
+        """The atoms kernels' line-dependent rounding on Re s = c, |Im s| <= t_max (form of
+        ``log_mgf_error``; also at t_max = 0, the real point c): the phases,
+        :func:`mechanisms._numerics.atoms_phase_error` over ``pld_atoms(direction)``, plus the exponents'
+        |c|-growing part, :func:`mechanisms._numerics.atoms_exponent_error` with the positions' rounding
+        bound of ``_atom_positions`` (DiscreteGaussian's 4 u |L|: log M(200) of DiscreteGaussian(0.05)
+        was 1.6e-11 off against the constant 1.8e-13).  For an RR(eps)^m power, m times the two-atom
+        bounds (m log M_RR(s): phases t eps and 2 t eps per factor, exact losses +-eps)."""
         pw = self._rr_power()
         if pw is not None and pw[0] > 0.0:
-            return pw[1] * phase_error(t_max, 3.0 * pw[0])
-        return atoms_phase_error(*self.pld_atoms(direction), c, t_max)
+            return pw[1] * (phase_error(t_max, 3.0 * pw[0]) + atoms_exponent_error(c, pw[0], 0.0))
+        loss_max, loss_err = self._exponent_bounds(direction)
+        out = atoms_exponent_error(c, loss_max, loss_err)
+        if t_max > 0.0:
+            out += atoms_phase_error(*self.pld_atoms(direction), c, t_max)
+        return out
+
+    def _exponent_bounds(self, direction: str = "remove") -> tuple[float, float]:
+        """(max |l|, max |l~ - l|) over the losses of ``pld_atoms(direction)``: their largest size and
+        the largest rounding of their positions (``_atom_positions``' loss_err; 0 where exact)."""
+        l = np.asarray(self.pld_atoms(direction)[0], dtype=float)
+        if l.size == 0:
+            return 0.0, 0.0
+        err = self._atom_positions(l)[1]
+        return float(np.max(np.abs(l))), float(np.max(err, initial=0.0))
 
     def log_mgf(self, s, direction: str = "remove") -> np.ndarray:
         check_direction(direction)
