@@ -98,9 +98,11 @@ def test_gauss_closed_form_oracle_matches_quadrature():
                                               (45.0, 0.01, 15.0), (9.0, 0.05, 1.0), (2.0, 0.1, 3.0),
                                               (1.3, 0.3, 2.0)])
 def test_gnss_exact_is_the_supremum(lam, beta, sigma):
+    # the float oracle's own rounding (naive closed form, ~1e-14 relative) is allowed for here; the
+    # last-digit comparison with mpmath is tests/test_gnss_certified.py
     got = float(gnss_rdp_exact([lam], beta, sigma)[0])
     dense = _gnss_sup_dense(lam, beta, sigma)
-    assert got >= dense
+    assert got >= dense * (1 - 1e-12)
     assert got <= dense * (1 + 1e-7)
 
 
