@@ -25,8 +25,10 @@ e_i = (lo_j + i) Delta, i = 0..n_j - 1, get their exact masses from ``pld_cell_m
   S_lo = S_up - T Delta on the kept event, so delta >= p_inf_total + E[f_{eps + T Delta}(S_up); kept],
   and the composed kept measure differs from the composed U0 (all finite cells) by at most the hybrid
   bound below with the cell-0 masses (``corr0``).  With the split, S_up is ~T Delta / 2 lower than the
-  whole cells moved up would give, so where this shift is in use the whole-cell vector is composed too
-  (same lattice and tilt) and its own lower end is taken where higher (``pld_eval._whole_cells``).
+  whole cells moved up would give, so where this shift is in use, or the Chernoff shift eta below is
+  larger than T Delta / 2 (few steps), the whole-cell vector is composed too (same lattice and tilt)
+  and its own lower end is taken where higher (``pld_eval._whole_cells``; q = 0.02, sigma = 0.6, T = 10,
+  delta = 1e-3: [1.4962286, 1.4968230] -> [1.4965212, 1.4968230]).
 
 The lower end at sqrt(T) cost (used when every mechanism bounds its splits from both sides, by
 Q-masses or cell offsets, and 0.75 sqrt(T log(1/beta)) < T; in the spirit of the mean-preserving

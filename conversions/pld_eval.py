@@ -288,9 +288,11 @@ def _run(entries, direction, width, ranges, eps_tilt, max_points, rtol, a_loss, 
             if eta < tot * plan.step:
                 comp = dataclasses.replace(comp, shift_lo=eta, beta_lo=math.exp(log_beta) * (1 + 1e-12))
             ev = _Evaluator(comp, ref)
-            if math.isnan(comp.shift_lo) and all(st.whole is not None for st in plan.steps):
+            if (math.isnan(comp.shift_lo) or 2.0 * comp.shift_lo > tot * plan.step) \
+                    and all(st.whole is not None for st in plan.steps):
                 # the lower end T Delta below the split's vector is ~T Delta below the truth (the split
-                # is exact to second order); the whole cells moved up give it ~T Delta / 2 below
+                # is exact to second order); the whole cells moved up give it ~T Delta / 2 below, which
+                # also beats a Chernoff shift eta > T Delta / 2 (few steps)
                 ev.whole = _whole_cells(plan, theta, max_points, rtol, a_loss, log_dref, ref)
             ev.blocks, ev.ks, ev.sp = blocks_list, [st.k for st in plan.steps], sp
             ev.t_grid = max(query_clock() - t_start - t_compose, 0.0)  # (the _Clock's grid part)
