@@ -78,6 +78,21 @@ def two_product(a, b) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return p, np.where(zero, 0.0, e), ok
 
 
+@njit(cache=True)
+def two_product_scalar(a, b):  # pragma: no cover - compiled
+    """(p, e) with p = fl(a b) and a b = p + e exactly, for two floats inside numba kernels: the same
+    TwoProduct as :func:`two_product` (its conditions: |a|, |b| < 2^995 and |p| >= 2^-960 or a zero
+    factor; unchecked here, the caller keeps its operands in that range)."""
+    p = a * b
+    t = _VELTKAMP * a
+    ah = t - (t - a)
+    al = a - ah
+    t = _VELTKAMP * b
+    bh = t - (t - b)
+    bl = b - bh
+    return p, al * bl - (((p - ah * bh) - al * bh) - ah * bl)
+
+
 def mul_up_array(a, b) -> np.ndarray:
     """Elementwise the smallest float >= the exact product a b (float arrays, broadcast): the product's
     rounding error is computed exactly (:func:`two_product`) and the product moved one step up where it

@@ -113,6 +113,7 @@ import numpy as np
 from numba import njit
 
 from . import validation as V
+from ._numerics import two_product_scalar
 from .base import Mechanism
 from .gaussian import gaussian_rdp_upper
 from .registry import register
@@ -133,25 +134,8 @@ _STACK = 4096
 #: beta >= 20: e^{2 beta} > 2.3e17 > l/(l-1) for every float l > 1, the divergence is infinite
 _BETA_INF = 20.0
 #: orders above 2^900 are reported +inf (F >= F(c = 0) = l/(2 sigma^2): no finite use); below it the
-#: error-free product of _two_prod is valid for every w in [-1, e^40]
+#: error-free product of two_product_scalar is valid for every w in [-1, e^40]
 _LAM_MAX = 2.0**900
-_SPLIT = 134217729.0  # 2^27 + 1 (Veltkamp)
-
-
-@njit(cache=True)
-def _two_prod(a, b):  # pragma: no cover - compiled
-    """(p, e) with p = fl(a b) and a b = p + e exactly (Dekker; |a|, |b| < 2^995, |p| >= 2^-960, as
-    :func:`mechanisms._numerics.two_product`)."""
-    p = a * b
-    t = _SPLIT * a
-    ah = t - (t - a)
-    al = a - ah
-    t = _SPLIT * b
-    bh = t - (t - b)
-    bl = b - bh
-    return p, al * bl - (((p - ah * bh) - al * bh) - ah * bl)
-
-
 @njit(cache=True)
 def _inv_s2_up(sigma):  # pragma: no cover - compiled
     """An upper bound of 1/sigma^2 (two roundings of at most u each, covered by 1 + 4u; at least 2^-1000,
@@ -175,7 +159,7 @@ def _node_terms(w, lam, lm1, dl, inv_up):  # pragma: no cover - compiled
     u = 1.0 + w
     # v_A = 1 + l w: l w = p + e exactly; 1 + p is exact when Sterbenz applies and rounds by <= u |s|
     # otherwise, so |v - v_true| <= u (|s| + |v|) (+ 2^-1000 for products in the subnormal range)
-    p, e = _two_prod(lam, w)
+    p, e = two_product_scalar(lam, w)
     s = 1.0 + p
     v = s + e
     err = (_U * (abs(s) + abs(v)) + _TINY) * (1.0 + 8.0 * _U)
@@ -194,7 +178,7 @@ def _node_terms(w, lam, lm1, dl, inv_up):  # pragma: no cover - compiled
         ga = t2 + t3
         gaa = abs(t2) + abs(t3)
     # v_B = 1 - (l-1) w: (l-1) w = p + e exactly (lm1 = l - 1 exactly below 2^53, else off by <= dl)
-    p, e = _two_prod(lm1, w)
+    p, e = two_product_scalar(lm1, w)
     s = 1.0 - p
     v = s - e
     err = (_U * (abs(s) + abs(v)) + dl * abs(w) + _TINY) * (1.0 + 8.0 * _U)

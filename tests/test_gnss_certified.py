@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from mechanisms import gnss as G
+from mechanisms._numerics import two_product_scalar
 from mechanisms.gnss import GNSS, gnss_rdp_exact
 
 DPS = 50
@@ -282,7 +283,7 @@ def test_two_prod_is_error_free_and_inverse_variance_is_rounded_up():
     for _ in range(2000):
         a = 1.0 + 10 ** rng.uniform(-15, 15)
         b = rng.choice((-1, 1)) * 10 ** rng.uniform(-17, 17)
-        p, e = G._two_prod(a, b)
+        p, e = two_product_scalar(a, b)
         assert Fraction(p) + Fraction(e) == Fraction(a) * Fraction(b)
     for sigma in [1e-150, 1e-3, 0.5, 1.0, 3.0, math.pi, 50.0, 1e100, 1e160, 1e300]:
         assert Fraction(G._inv_s2_up(sigma)) >= 1 / Fraction(sigma) ** 2
