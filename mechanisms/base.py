@@ -230,12 +230,9 @@ class Mechanism:
         return math.inf
 
     def log_mgf_phase_error(self, c: float, t_max: float, direction: str = "remove") -> float:
-        """Extra error of ``log_mgf`` (form of ``log_mgf_error``) on Re s = c, |Im s| <= t_max, growing
-        with t (phases t l of rounded losses) or with |c| (exponents c l of rounded losses: the atoms
-        kernels, ``AtomicMechanism``); t_max = 0 is the real point c, where the characteristic-function
-        route also adds it (``ComposedPLD.mgf_err_at``).  Default: pure eps-DP (|L| <= eps, phases of
-        losses and their differences) ``phase_error(t_max, 2 eps)``, else 0 (closed forms keep t l in
-        log M)."""
+        """Extra error of ``log_mgf`` (form of ``log_mgf_error``) on Re s = c, |Im s| <= t_max: phases t l
+        and exponents c l of rounded losses (atoms kernels; also at t_max = 0, the real point, which
+        ``ComposedPLD.mgf_err_at`` adds).  Default: pure eps-DP ``phase_error(t_max, 2 eps)``, else 0."""
         e = self.pure_epsilon
         return _phase_error(t_max, 2.0 * e) if math.isfinite(e) else 0.0
 

@@ -12,7 +12,7 @@ import mpmath as mp
 import numpy as np
 import pytest
 
-from mechanisms import gnss as G
+from mechanisms import _gnss_kernels as G
 from mechanisms._numerics import two_product_scalar
 from mechanisms.gnss import GNSS, gnss_rdp_exact
 
