@@ -20,14 +20,14 @@ from .pld_tilt import _blocks, _saddle, _sp_epsilon
 @njit(cache=True)
 def _suffix_kernel(nu, fa_blk, fb_blk, fa_in, fb_in, first_blk):  # pragma: no cover - compiled
     """Suffix sums of a = nu fa, b = nu fb (fa = fa_blk[block] fa_in[offset], 256-entry blocks; blocks
-    below first_blk count as 0) and, per block, the suffix sums of |a| and |b| from that block up.
-    One pass from the top; recursive summation (error <= gamma_N x the sums of moduli)."""
+    below first_blk count as 0) and the suffix sums of |a| and |b|, all from each index up.  One pass
+    from the top; recursive summation (error <= gamma_N x the sums of moduli from that index up)."""
     n = nu.shape[0]
     nb = fa_blk.shape[0]
     ga = np.zeros(n)
     gb = np.zeros(n)
-    abs_a = np.zeros(nb)
-    abs_b = np.zeros(nb)
+    abs_a = np.zeros(n)
+    abs_b = np.zeros(n)
     acc_a = 0.0
     acc_b = 0.0
     sa = 0.0
@@ -45,8 +45,8 @@ def _suffix_kernel(nu, fa_blk, fb_blk, fa_in, fb_in, first_blk):  # pragma: no c
                 sb += abs(b)
             ga[i] = acc_a
             gb[i] = acc_b
-        abs_a[blk] = sa
-        abs_b[blk] = sb
+            abs_a[i] = sa
+            abs_b[i] = sb
     return ga, gb, abs_a, abs_b
 
 
@@ -105,12 +105,15 @@ class _Evaluator:
             return (math.inf, math.inf) if upper else (0.0, math.inf)
         scale = math.exp(lead)
         de = eps - self.eps_ref
+        # (the moduli from k up, not from k's 256-block: below eps the FFT's noise floor times
+        # e^{theta (r - s)} can dwarf the sum at a large tilt, theta = 300 near a support's top)
+        mag_a, mag_b = float(self.abs_a[k]), float(self.abs_b[k])
         if de > 700:  # e^{eps - r} B overflows: bound (1 - e^{eps - s}) by 1 (upper) or 0 (lower)
             val = float(self.ga[k]) if upper else 0.0
-            return val * scale, float(self.abs_a[k // 256]) * self.rel * scale
+            return val * scale, mag_a * self.rel * scale
         e1 = math.exp(de)
         val = float(self.ga[k]) - e1 * float(self.gb[k])
-        mag = float(self.abs_a[k // 256]) + e1 * float(self.abs_b[k // 256])
+        mag = mag_a + e1 * mag_b
         return val * scale, (mag * self.rel + 4 * U * abs(val)) * scale
 
     def _scale(self, eps: float) -> float:
@@ -166,12 +169,16 @@ def _solve(ev: _Evaluator, delta: float) -> tuple[float, float]:
     refined by bisection towards the next grid point.  Both functions cost O(log N) per call.
     """
     lo_ok = max(ev.lo_ok + 1e-14 * (1 + abs(ev.lo_ok)), 0.0)
-    return _solve_between(ev.upper, ev.lower, delta, lo_ok, ev.hi_ok - ev.shift_lo)
+    # (the lower end evaluates the vector at eps + shift_lo: its window ends shift_lo below the upper's)
+    return _solve_between(ev.upper, ev.lower, delta, lo_ok, ev.hi_ok, ev.hi_ok - ev.shift_lo)
 
 
-def _solve_between(delta_up, delta_lo, delta: float, lo_ok: float, hi_ok: float) -> tuple[float, float]:
+def _solve_between(delta_up, delta_lo, delta: float, lo_ok: float, hi_ok: float,
+                   hi_lo: float | None = None) -> tuple[float, float]:
     """``_solve`` for any certified pair of functions eps -> delta_up(eps) (non-increasing) and
-    eps -> delta_lo(eps), evaluable on [lo_ok, hi_ok] (also the large-step split's sums)."""
+    eps -> delta_lo(eps), evaluable on [lo_ok, hi_ok] (the lower end on [lo_ok, hi_lo] when given; also
+    the large-step split's sums)."""
+    hi_lo = hi_ok if hi_lo is None else min(hi_lo, hi_ok)
 
     def f_up(e):
         return delta_up(e) - delta
@@ -188,7 +195,7 @@ def _solve_between(delta_up, delta_lo, delta: float, lo_ok: float, hi_ok: float)
     else:
         upper = _bisect(f_up, lo_ok, hi_ok, True)
     lower = 0.0
-    top = min(hi_ok, upper) if math.isfinite(upper) else hi_ok
+    top = min(hi_lo, upper) if math.isfinite(upper) else hi_lo
     if top > lo_ok:
         grid = np.linspace(lo_ok, top, 129)
         vals = np.array([f_lo(float(e)) for e in grid])

@@ -369,16 +369,17 @@ def test_rarely_touched_ledgers_defer_the_contour_to_the_pld(sigma, q, steps, de
 
 
 def test_a_contour_deferred_for_rare_hits_is_not_rerun_after_a_split_pld():
-    """q = 1e-4, sigma = 1, T = 100, delta = 1e-12 (q T = 0.01): the contour defers for rare hits, the
+    """q = 1e-4, sigma = 1, T = 100, delta = 1e-10 (q T = 0.01): the contour defers for rare hits, the
     discretised PLD needs its large-step split and meets the target absolutely (eps < 0.1) but not
     relatively.  A contour deferred because its plan looked capped would be re-run then (the relative test:
     it is exact-grade where its split works); one deferred for rare hits is not -- its split is wide
-    here.  The PLD's bracket is the answer, and the contour's, asked for, is no narrower."""
+    here.  The PLD's bracket is the answer, and the contour's, asked for, is no narrower.  (At delta =
+    1e-12, the setting this test used before, the PLD's bracket is now within 1e-3 relative.)"""
     acct = PrivacyAccountant().step(sigma=1.0, sample_rate=1e-4, steps=100)
-    cert = acct.certificate(delta=1e-12)
+    cert = acct.certificate(delta=1e-10)
     assert cert.method == "pld" and "cf" in cert.details["skipped_routes"].split(",")
     assert cert.epsilon < 0.1 and cert.epsilon - cert.lower_bound <= 1e-4
     assert cert.epsilon - cert.lower_bound > 1e-3 * cert.epsilon  # (the relative test would re-run it)
-    cf = acct.certificate(delta=1e-12, method="cf")
+    cf = acct.certificate(delta=1e-10, method="cf")
     assert cf.epsilon - cf.lower_bound >= cert.epsilon - cert.lower_bound
     assert cf.lower_bound <= cert.epsilon and cert.lower_bound <= cf.epsilon  # (both certified)
