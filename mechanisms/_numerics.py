@@ -64,25 +64,17 @@ def two_product(a, b) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)
     with np.errstate(over="ignore", invalid="ignore"):
-        p = a * b
-        ta = _VELTKAMP * a
-        ah = ta - (ta - a)
-        al = a - ah
-        tb = _VELTKAMP * b
-        bh = tb - (tb - b)
-        bl = b - bh
-        e = al * bl - (((p - ah * bh) - al * bh) - ah * bl)
+        p, e = _dekker(a, b)
     zero = (a == 0.0) | (b == 0.0)
     ok = zero | ((np.abs(a) < _SPLIT_MAX) & (np.abs(b) < _SPLIT_MAX) & (np.abs(p) >= _PROD_MIN)
                  & np.isfinite(p) & np.isfinite(e))
     return p, np.where(zero, 0.0, e), ok
 
 
-@njit(cache=True)
-def two_product_scalar(a, b):  # pragma: no cover - compiled
-    """(p, e) with p = fl(a b) and a b = p + e exactly, for two floats inside numba kernels: the same
-    TwoProduct as :func:`two_product` (its conditions: |a|, |b| < 2^995 and |p| >= 2^-960 or a zero
-    factor; unchecked here, the caller keeps its operands in that range)."""
+def _dekker(a, b):
+    """(fl(a b), the product's exact rounding error) by Veltkamp's split and Dekker's TwoProduct, on floats
+    or numpy arrays alike (the same operations in the same order: :func:`two_product` on arrays, compiled
+    as :func:`two_product_scalar` for numba kernels)."""
     p = a * b
     t = _VELTKAMP * a
     ah = t - (t - a)
@@ -91,6 +83,12 @@ def two_product_scalar(a, b):  # pragma: no cover - compiled
     bh = t - (t - b)
     bl = b - bh
     return p, al * bl - (((p - ah * bh) - al * bh) - ah * bl)
+
+
+#: (p, e) with p = fl(a b) and a b = p + e exactly, for two floats inside numba kernels: the same
+#: TwoProduct as :func:`two_product` (its conditions: |a|, |b| < 2^995 and |p| >= 2^-960 or a zero
+#: factor; unchecked here, the caller keeps its operands in that range)
+two_product_scalar = njit(cache=True)(_dekker)
 
 
 def mul_up_array(a, b) -> np.ndarray:
