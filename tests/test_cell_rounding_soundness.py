@@ -327,6 +327,14 @@ def _dlap_exact(scale, delta):
     return out
 
 
+def _assert_lattice_edges(mech, atoms, edges, picks):
+    """The mechanism's cell masses and errors against the exact atoms' cells, on the given edges (if any)
+    and on edges placed around the picked atoms (``_edges_around``)."""
+    l, _ = mech.pld_atoms()
+    for e in ([] if edges is None else [edges]) + [_edges_around(l, picks)]:
+        _assert_within(*mech.pld_cell_masses(np.array(e)), _lattice_cells(e, atoms), repr(mech))
+
+
 @pytest.mark.parametrize("sigma, delta, edges", [
     (0.4450576766905452, 7, [-441.74888304179194, -441.7488830417919]),
     (2.1421379279211674, 1, None), (0.3, 2, None), (7.3, 3, None),
@@ -341,9 +349,7 @@ def test_discrete_gaussian_atoms_next_to_an_edge_stay_within_their_errors(sigma,
         l, _ = mech.pld_atoms()
         atoms = _dg_exact(sigma, delta, (l.size - 1) // 2)
         rng = np.random.default_rng(int(sigma * 1000) + delta)
-        picks = rng.choice(l.size, size=min(l.size, 10), replace=False)
-        for e in ([] if edges is None else [edges]) + [_edges_around(l, picks)]:
-            _assert_within(*mech.pld_cell_masses(np.array(e)), _lattice_cells(e, atoms), repr(mech))
+        _assert_lattice_edges(mech, atoms, edges, rng.choice(l.size, size=min(l.size, 10), replace=False))
 
 
 @pytest.mark.parametrize("scale, delta, edges", [
@@ -357,10 +363,7 @@ def test_discrete_laplace_atoms_next_to_an_edge_stay_within_their_errors(scale, 
 
     with mp.workdps(60):
         mech = DiscreteLaplace(scale, delta)
-        l, _ = mech.pld_atoms()
-        atoms = _dlap_exact(scale, delta)
-        for e in ([] if edges is None else [edges]) + [_edges_around(l, range(l.size))]:
-            _assert_within(*mech.pld_cell_masses(np.array(e)), _lattice_cells(e, atoms), repr(mech))
+        _assert_lattice_edges(mech, _dlap_exact(scale, delta), edges, range(mech.pld_atoms()[0].size))
 
 
 @pytest.mark.parametrize("name, args", [
