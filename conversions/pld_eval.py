@@ -85,8 +85,9 @@ class _Evaluator:
             fb_in = np.exp(-(th + 1.0) * j)
         self.ga, self.gb, abs_a, abs_b = _suffix_kernel(comp.nu, fa_blk, fb_blk, fa_in, fb_in,
                                                         first_ok // 256)
-        self.abs_a = abs_a * (1.0 + 4.0 * n * U)
-        self.abs_b = abs_b * (1.0 + 4.0 * n * U)
+        abs_a *= 1.0 + 4.0 * n * U  # (in place: two vectors of the window's length)
+        abs_b *= 1.0 + 4.0 * n * U
+        self.abs_a, self.abs_b = abs_a, abs_b
         smax = float(np.max(np.abs(s))) + abs(eps_ref)
         self.rel = U * (2 * abs(comp.log_c) + 2 * (th + 1) * smax + 2 * th * abs(eps_ref) + 24.0) + 2 * n * U
         self.lo_ok = float(s[first_ok]) if first_ok < n else math.inf  # eps >= lo_ok is evaluable
