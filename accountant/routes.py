@@ -139,6 +139,8 @@ class CharacteristicFunctionRoute:
     #: 160 -> 48 ms (the PLD's upper end lower), sigma = 1 at delta = 1e-12 (a 0.0044-0.24 contour
     #: bracket) 180 -> 91-107 ms; looser by 1.7e-3 and 1.2e-4 relative at q = 1e-5, sigma = 1, T = 1000
     #: (delta = 1e-8) and q = 1e-4, sigma = 2, T = 100, both ~1/2 and ~3/4 of dp-accounting's value
+    #: Such a ledger's plain contour is not even planned (its plan was capped on every one of them in the
+    #: regimes sweep: the loss's near-atom at log(1 - q) keeps |M(c + it)| from decaying for |t| < ~1/q).
     SPLIT_FIRST_HITS = 3e-2
     #: ... while one whose steps touch an example at least this often in expectation is split at once
     #: with fewer steps too: its loss is far from atomic, the split's contours are exact-grade and as fast
@@ -195,7 +197,7 @@ class CharacteristicFunctionRoute:
             # them rather than deferring; auto then also asks the routes after this one)
             return split_fn(ledger.items(), value, direction, max(ctx.rtol, self.SPLIT_RTOL),
                             skip_if_capped=False, work_limit=limit, stats=stats,
-                            deadline=ctx.deadline), stats["work"]
+                            deadline=ctx.deadline), stats.get("work", 0.0)
         except (contour.WouldBeCapped, contour.WorkLimitReached, ValueError, ArithmeticError):
             if ctx.deadline is not None and query_clock() >= ctx.deadline:
                 return None, stats.get("work", 0.0)  # (the time limit: not a property of the ledger)
@@ -218,6 +220,14 @@ class CharacteristicFunctionRoute:
         def one(d: str):
             pld_d = self._pld(ledger, d, ctx)
             try:
+                tv_cap = (fn is contour.epsilon_bounds and pld_d.tv_bound is not None
+                          and pld_d.tv_bound <= value)  # (then the contour answers eps = 0 at once)
+                if rare and not tv_cap:
+                    # near-atomic (see SPLIT_FIRST_HITS): the plain contour's plan is capped, so it is
+                    # not made (~10-20 ms); the split or the PLD answers
+                    raise contour.WouldBeCapped(f"near-atomic ledger (sum k q = {hits:.3g} <= "
+                                                f"{self.SPLIT_FIRST_HITS:g}): the plain contour is not "
+                                                "planned")
                 r = fn(pld_d, value, ctx.rtol, skip_if_capped=ctx.skip_if_capped or can_split,
                        work_limit=ctx.work_limit)
                 polish = fn is contour.epsilon_bounds and r.details.get("truncation_capped")

@@ -198,3 +198,37 @@ def test_auto_skips_rdp_within_its_resolution_and_it_would_not_have_won():
     assert cert.epsilon - cert.lower_bound <= 1e-3 * cert.epsilon
     rdp = acct.certificate(delta=1e-12, method="rdp")
     assert rdp.epsilon > 2.0 * cert.epsilon and rdp.epsilon >= cert.lower_bound
+
+
+def test_near_atomic_ledgers_skip_the_plain_contour_plan(monkeypatch):
+    """A ledger touching an example at most ``SPLIT_FIRST_HITS`` times in expectation (q = 1e-5,
+    sigma = 0.4, T = 1000: sum k q = 0.01) is near-atomic: its plain contour is not planned at all (the
+    plan, ~10-20 ms, was capped on every such ledger of the regimes sweep).  The answer is still
+    certified: it brackets the discretised PLD's answer, an independent route."""
+    from conversions import contour
+
+    def no_plan(*a, **k):
+        raise AssertionError("the plain contour was planned")
+
+    acct = PrivacyAccountant().step(sigma=0.4, sample_rate=1e-5, steps=1000)
+    pld = acct.certificate(delta=1e-5, method="pld")
+    monkeypatch.setattr(contour, "epsilon_bounds", no_plan)  # (the plain contour; the split is apart)
+    cert = acct.certificate(delta=1e-5)
+    assert cert.method == "cf" and cert.details.get("split") is True
+    assert "near-atomic ledger" in cert.details["route_notes"]
+    assert cert.lower_bound <= pld.epsilon and pld.lower_bound <= cert.epsilon  # (both certified)
+    assert cert.epsilon - cert.lower_bound <= 1e-3 * cert.epsilon
+
+
+def test_near_atomic_ledger_within_total_variation_answers_zero_on_every_route():
+    """q = 1e-6, sigma = 1, T = 10: the composed total variation is at most T q TV(N(1, 1), N(0, 1)) =
+    1e-5 (2 Phi(1/2) - 1) < delta = 1e-5, so eps = 0 is certified (the contour's total-variation cap,
+    reached before any plan; the split, asked first by ``method="cf"`` for a near-atomic ledger, answers
+    the same)."""
+    from scipy.stats import norm
+
+    acct = PrivacyAccountant().step(sigma=1.0, sample_rate=1e-6, steps=10)
+    assert 10 * 1e-6 * (2.0 * norm.cdf(0.5) - 1.0) < 1e-5
+    for method in ("auto", "cf"):
+        cert = acct.certificate(delta=1e-5, method=method)
+        assert cert.epsilon == 0.0 and cert.details.get("reason") == "total-variation cap"
