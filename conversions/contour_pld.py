@@ -57,6 +57,7 @@ class ComposedPLD:
         self.max_order = min([m.max_mgf_order for m, _ in self.entries], default=math.inf)
         self._env_cache: dict = {}  # per-line envelope functions of this composition (query-local)
         self._work_left = math.inf  # per-query meter (start_query); unlimited outside queries
+        self.hint_used = 0.0  # (the same work in the per-point hint's units: _charge)
         self._deadline = math.inf
         # TV cap: delta(eps) <= TV(prod P, prod Q) <= 1 - prod_j (1 - TV_j)^{k_j} for eps >= 0
         tvs = [m.total_variation(direction) for m, _ in self.entries]
@@ -218,12 +219,17 @@ class ComposedPLD:
         """Reset the per-query meter: mechanism evaluations beyond the limits raise WorkLimitReached."""
         self._work_left = work_limit
         self._deadline = time.monotonic() + time_limit
+        self.hint_used = 0.0
 
     def stop_query(self) -> None:
         self._work_left = math.inf
         self._deadline = math.inf
 
-    def _charge(self, units: float) -> None:
+    def _charge(self, units: float, hint: float | None = None) -> None:
+        """Charge ``units`` to the query's meter; ``hint_used`` tallies the same work in the per-point
+        hint's units (``hint``: a line chunk's n x ``mgf_cost``, which the split's polishing gate
+        ``POLISH_WORK`` was calibrated in; elsewhere the same as ``units``)."""
+        self.hint_used += units if hint is None else hint
         self._work_left -= units
         if self._work_left < 0.0 or time.monotonic() > self._deadline:
             raise WorkLimitReached("the characteristic-function route reached its per-query work limit")
@@ -231,6 +237,20 @@ class ComposedPLD:
     def work(self, u: float, h: float, c: float = 0.0) -> float:
         """Estimated cost of evaluating the composed MGF at the nodes c + i t, t = 0, h, ..., u."""
         return (u / h + 1.0) * sum(cost(u, c, self.direction) for cost in self._costs)
+
+    def _chunk_cost(self, j: int, m: Mechanism, chunk: np.ndarray) -> float:
+        """The meter's charge for one mechanism call at ``chunk``: ``mgf_line_cost`` where the mechanism
+        has one and the points are equally spaced on one line (a contour grid: the line kernels sum all
+        nodes at once), else the per-point hint times the points; and that hint (units, hint)."""
+        t_c = float(np.max(np.abs(chunk.imag))), float(np.max(np.abs(chunk.real)))
+        hint = chunk.size * self._costs[j](*t_c, self.direction)
+        line = getattr(m, "mgf_line_cost", None)
+        if line is not None and chunk.size > 1 and np.all(chunk.real == chunk[0].real):
+            t = chunk.imag - chunk[0].imag
+            k = np.arange(chunk.size)
+            if np.all(np.abs(t - k * t[1]) <= 1e-12 * (np.abs(chunk.imag) + 1.0)):
+                return line(chunk.size, t_c[0], float(chunk[0].real), self.direction), hint
+        return hint, hint
 
     # ------------------------------------------------------------------ MGF pieces
     def log_mgf_j(self, s: np.ndarray, log_a: list[np.ndarray] | None = None,
@@ -252,8 +272,7 @@ class ComposedPLD:
                 flat, parts = s.ravel(), []
                 for i in range(0, flat.size, _EVAL_CHUNK):
                     chunk = flat[i:i + _EVAL_CHUNK]
-                    t_c = float(np.max(np.abs(chunk.imag))), float(np.max(np.abs(chunk.real)))
-                    self._charge(chunk.size * self._costs[j](*t_c, self.direction))
+                    self._charge(*self._chunk_cost(j, m, chunk))
                     parts.append(np.asarray(m.log_mgf(chunk, self.direction), dtype=complex))
                 out.append(np.concatenate(parts).reshape(s.shape) if parts
                            else np.empty(s.shape, dtype=complex))

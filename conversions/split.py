@@ -66,7 +66,9 @@ STALL_RTOL = 0.5
 STALL_FIRST_RTOL = 0.95
 #: eps < 0.1: the queries also stop at this width (absolute; the PLD's and auto's target; q = 1e-6: -0.12 s)
 EPS_ATOL = 1e-4
-#: an eps query answered cheaply (at most ``POLISH_WORK`` units so far, ~40 ms) and wider than this
+#: an eps query answered cheaply (at most ``POLISH_WORK`` units so far, ~40 ms, counted in the per-point
+#: hint's units: ``split_meter._Meter.hint_work``; the meter itself charges lines their line cost) and
+#: wider than this
 #: (relative) gets one more integrated pass at its cut, planned at the upper end with a target
 #: ``POLISH_RTOL / EPS_RTOL`` times smaller; its bracket is intersected with the answer (both certified,
 #: so it never widens).  Regimes sweep: 19 upper ends lower (e.g. q = 0.01, sigma = 0.8, T = 100:
@@ -74,6 +76,11 @@ EPS_ATOL = 1e-4
 #: (without the work bound: 26 lower, but 6 more queries over 100 ms)
 POLISH_RTOL = 1e-6
 POLISH_WORK = 1e7
+#: ... or at most this much metered work so far (~35 ms at the per-point kernel's 13-17 ns per unit; the
+#: meter charges lines their NUFFT cost, ``mgf_line_cost``).  Regimes sweep: one more query polished, q =
+#: 1e-3, sigma = 0.3, T = 1000: [18.1443924, 18.1446887] -> [18.14460999, 18.14461028], below
+#: dp-accounting's 18.14461079 (its hint work, 2.4e7, is over ``POLISH_WORK``: its lines are long)
+POLISH_METERED_WORK = 2.5e6
 #: the polishing pass's part contours may plan up to this much work per line (``contour.WORK_BUDGET``,
 #: 16x: the truncation U of a near-atomic core stops doubling at the budget, and then the truncation
 #: term, not the target, sets the width).  Regimes sweep: 4 upper ends lower, none higher, none slower
@@ -509,7 +516,8 @@ def split_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol:
     est = best.estimate
     if found is not None:
         est, best_det = found
-    if not stalled and up - lo > POLISH_RTOL * up and meter.stats["work"] <= POLISH_WORK:
+    cheap = meter.hint_work <= POLISH_WORK or meter.stats["work"] <= POLISH_METERED_WORK
+    if not stalled and up - lo > POLISH_RTOL * up and cheap:
         lo, up = _polish(entries, direction, lo, up, log_target, skip_if_capped, rtol,
                          best_det.get("ell_cut"), meter, hints, solve)
     return C.EpsilonBounds(delta, min(max(est, lo), up), lo, up, direction,

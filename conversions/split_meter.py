@@ -25,6 +25,10 @@ class _Meter:
         self.cut_short = False  # a refinement was cut short by the deadline
         self.stats = {} if stats is None else stats
         self.stats["work"] = 0.0
+        #: the work used in the per-point hint's units (``ComposedPLD._charge``): what the polishing gate
+        #: ``conversions.split.POLISH_WORK`` was calibrated in (a line's hint, n x ``mgf_cost``, charges
+        #: every node the per-point kernel's work, ~30x the line kernel's)
+        self.hint_work = 0.0
 
     def _past_deadline(self) -> bool:
         return self.answered and self.deadline is not None and query_clock() >= self.deadline
@@ -45,6 +49,7 @@ class _Meter:
             raise
         finally:
             used = sum(self.left - p._work_left for p in plds)
+            self.hint_work += sum(p.hint_used for p in plds)
             for p in plds:
                 p.stop_query()
             self.left -= used

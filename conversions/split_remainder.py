@@ -93,6 +93,12 @@ class Remainder(Mechanism):
     def mgf_cost(self, t_max: float, c: float = 0.0, direction: str = "remove") -> float:
         return self.a.mgf_cost(t_max, c, direction) + self.b.mgf_cost(t_max, c, direction)
 
+    def mgf_line_cost(self, n: int, t_max: float, c: float = 0.0, direction: str = "remove") -> float:
+        """Both parts' line costs (``SubsampledGaussianPart.mgf_line_cost``) and ~10 complex operations
+        per node for the combination."""
+        return (self.a.mgf_line_cost(n, t_max, c, direction) + self.b.mgf_line_cost(n, t_max, c, direction)
+                + 10.0 * n)
+
     def envelope_cost(self, c: float, direction: str = "remove") -> float:
         return self.a.envelope_cost(c, direction) + self.b.envelope_cost(c, direction)
 
