@@ -310,6 +310,22 @@ def test_capped_core_alone_is_followed_by_the_low_cut(monkeypatch):
     assert r.lower <= p.upper and p.lower <= r.upper
 
 
+def test_capped_core_alone_is_followed_by_the_low_cut_for_delta(monkeypatch):
+    """The same ledger's delta(11): three passes at the high cut 22.6 (the core capped alone) left
+    [9.87e-6, 1.09e-5], and auto then spent 1.5 s on the discretised PLD.  The delta query now follows
+    such a pass with the low cut too: a bracket within 1e-3, overlapping the old one and the discretised
+    PLD's (an independent route, at 1e-2)."""
+    entries = [(SubsampledGaussian(sigma=0.3, sample_rate=1e-3), 100)]
+    r = split.split_delta_bounds(entries, 11.0, "remove", 1e-4)
+    assert r.upper - r.lower <= 1e-3 * r.upper
+    p = pld.pld_delta_bounds(entries, 11.0, "remove", 1e-2)
+    assert r.lower <= p.upper and p.lower <= r.upper
+    monkeypatch.setattr(split, "_core_capped_alone", lambda *_: False)
+    old = split.split_delta_bounds(entries, 11.0, "remove", 1e-4)
+    assert old.upper - old.lower > 1e-2 * old.upper  # (the case the rule is for)
+    assert r.lower <= old.upper and old.lower <= r.upper
+
+
 def test_low_cut_with_a_negligible_core_gives_way_to_the_high_cut(monkeypatch):
     """q = 1e-4, sigma = 1, T = 1000, delta = 1e-12: at eps ~ 0.097 no cut leaves the remainder negligible.
     At the low cut eps/2 the core is negligible, so the remainder there is nearly the whole ledger: its
