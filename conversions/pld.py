@@ -178,6 +178,9 @@ class FirstPassAbandoned(Exception):
 #: -> [0.0025212, 0.0025214] in 4 ms
 CHEAP_FFT = 1 << 20
 CHEAP_CELLS = 1 << 17
+#: an eps bracket within its target gets one more pass at this fraction of it when that pass is cheap
+#: (``CHEAP_FFT``, ``CHEAP_CELLS``): the grid halves, and the upper end moves towards the truth
+POLISH_FACTOR = 0.5
 
 
 class _Clock:
@@ -405,16 +408,21 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
     extra = _extra(ev, lo, up)
     split_ok = split_applicable(ents, delta)
     atol = 0.1 * rtol
-    refined = False
+    refined = polished = False
     for _ in range(4):
-        if up <= stop_below or passes > 1 and (up - lo <= rtol * up or ev.c.capped):
+        met = passes > 1 and up - lo <= rtol * up
+        if up <= stop_below or passes > 1 and (ev.c.capped or met and (polished or refined)):
             break
+        # the target met: one more pass at half the width when it is cheap (``POLISH_FACTOR``)
+        polish = met
+        polished = polished or polish
         # the absolute target met (eps < 0.1): refine towards the relative one only while a pass is cheap
-        cheap_only = passes > 1 and up - lo <= atol
+        cheap_only = passes > 1 and up - lo <= atol or polish
         if cheap_only and refined:
             break  # (one such pass: a second one cost 93 ms at q = 1e-4, sigma = 2, T = 10)
-        refined = refined or cheap_only
-        goal = rtol * up if cheap_only else max(rtol * up, atol)
+        refined = refined or cheap_only and not polish
+        r_eff = POLISH_FACTOR * rtol if polish else rtol
+        goal = r_eff * up if cheap_only else max(r_eff * up, atol)
         if split_ok and lo > 0 and math.isfinite(extra) and extra > goal:
             # the error terms alone (not the rounding shifts) exceed the target although the pass found
             # a lower bound (its tilt sits near the root), and a finer grid only adds cells to them: the
@@ -437,7 +445,7 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
         # grid ranges for this tilt (the lower cut depends on it), then the target grid; the loss law
         # above top = up - (T - 1) floor in closed form where that shortens the grid
         grid_ents, tail, ranges = _grid_entries(ents, direction, up, rtol, delta, 0.5 * theta_hint)
-        target = rtol * est if cheap_only else max(rtol * est, atol)
+        target = r_eff * est if cheap_only else max(r_eff * est, atol)
         prev_width = width
         width = 0.8 * target  # leaves room for the error terms (~10% of the bracket at 1e-3)
         if passes > 1:

@@ -1060,8 +1060,9 @@ def test_pld_route_falls_back_to_the_pure_dp_bound_next_to_the_largest_atom():
 def test_few_steps_lower_end_from_the_whole_cells_beats_a_wide_chernoff_shift():
     """q = 0.02, sigma = 0.6, T = 10, delta = 1e-3: the split vector's lower end takes the Chernoff shift
     eta ~ Delta sqrt(T log(1/beta) / 2), larger than T Delta / 2 at ten steps, so the whole cells moved
-    up (~T Delta / 2 below the truth) are composed too and give the lower end: the bracket is 2.0e-4 wide
-    (4.0e-4 with the Chernoff end alone).  Both ends hold against the near-atomic split's exact-grade
+    up (~T Delta / 2 below the truth) are composed too and give the lower end: the bracket was 2.0e-4 wide
+    (4.0e-4 with the Chernoff end alone; 1.0e-4 since the cheap pass at half the width).  Both ends
+    hold against the near-atomic split's exact-grade
     bracket (the contour route, an independent computation)."""
     from accountant import PrivacyAccountant
 
@@ -1071,6 +1072,26 @@ def test_few_steps_lower_end_from_the_whole_cells_beats_a_wide_chernoff_shift():
     assert cf.epsilon - cf.lower_bound <= 1e-6 * cf.epsilon
     assert p.lower_bound <= cf.epsilon and cf.lower_bound <= p.epsilon
     assert p.epsilon - p.lower_bound <= 2.5e-4 * p.epsilon
+
+
+def test_a_bracket_within_target_gets_one_cheap_pass_at_half_the_width(monkeypatch):
+    """The same ledger: its bracket meets the target after two passes, and one more pass at
+    ``POLISH_FACTOR`` of it (predicted cheap) halves the grid: the bracket narrows to ~1e-4 and the upper
+    end moves towards the truth (1.4968230254 -> 1.4968230012, the near-atomic split's exact-grade
+    bracket, an independent computation, being [1.49682295, 1.49682300]).  Without the cheap pass
+    (``CHEAP_FFT`` = 0) the bracket is the wider one, which contains the polished one."""
+    from accountant import PrivacyAccountant
+
+    acct = PrivacyAccountant().step(sigma=0.6, sample_rate=0.02, steps=10)
+    cf = acct.certificate(delta=1e-3, method="cf")
+    ents = acct._ledger.items()
+    fine = pld.pld_epsilon_bounds(ents, 1e-3, "remove", 1e-3)
+    monkeypatch.setattr(pld, "CHEAP_FFT", 0)
+    rough = pld.pld_epsilon_bounds(ents, 1e-3, "remove", 1e-3)
+    assert rough.lower <= fine.lower <= fine.upper <= rough.upper
+    assert fine.upper - fine.lower <= 0.6 * (rough.upper - rough.lower)
+    assert fine.lower <= cf.epsilon and cf.lower_bound <= fine.upper
+    assert fine.upper - cf.epsilon < 0.5 * (rough.upper - cf.epsilon)
 
 
 @pytest.mark.parametrize("name, args, k, delta, rel_gap", [
