@@ -214,11 +214,10 @@ class CharacteristicFunctionRoute:
         steps = sum(k for m, k in items if split.is_split_entry(m))
         hits = sum(k * m.sample_rate for m, k in items if split.is_split_entry(m))
         rare = can_split and hits <= self.SPLIT_FIRST_HITS
-        # (a delta query is not deferred for rare hits: the PLD's delta grid does not shrink with the
-        # query's eps, and it ran 0.4-3.5 s, capped, where the split answers in 0.02-0.2 s)
-        split_now = can_split and (not ctx.skip_if_capped or (
-            (steps >= self.SPLIT_FIRST_STEPS or hits >= self.SPLIT_NOW_HITS)
-            and not (rare and fn is contour.epsilon_bounds)) or (rare and fn is contour.delta_bounds))
+        # (a delta query on such a ledger splits at once: the PLD's delta grid is set by the target alone,
+        # T Delta ~ rtol, and it ran 0.4-3.5 s, capped, where the split answers in 0.02-0.2 s)
+        split_now = can_split and (not ctx.skip_if_capped or (rare and fn is contour.delta_bounds) or (
+            (steps >= self.SPLIT_FIRST_STEPS or hits >= self.SPLIT_NOW_HITS) and not rare))
 
         def one(d: str):
             pld_d = self._pld(ledger, d, ctx)

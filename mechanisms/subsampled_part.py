@@ -172,14 +172,10 @@ class SubsampledGaussianPart(Mechanism):
         When the bound with the kernels' whole scan ranges as the window and sig = 1 is below
         ``typical``, that is returned without measuring the window.
         """
-        mu = self.mu
         wr = -abs(c) if direction == "add" else abs(c) + 1.0
-        wi = t_max  # (|Im w| = |Im s|)
 
         def cost(a: float, b: float, sig: float, scans: float) -> float:
-            s2 = sig * (1.0 - sig) if sig <= 0.5 else 0.25
-            inv_dx = max(1.0 / self._dx(), 2.0 * wi * mu * sig, 2.0 * math.sqrt(1.0 + abs(wr) * mu * mu * s2))
-            n = max(65.0, (b - a) * inv_dx + 2.0)
+            n = self._grid_points(a, b, t_max, wr, sig)
             grid = self._grid_cost(a, b, n)
             if t_max == 0.0:
                 return scans + grid + n * (_OP_EXP + _OP_CS)
@@ -192,8 +188,21 @@ class SubsampledGaussianPart(Mechanism):
         if cost(min(lo, lo2) - step, max(hi, hi2) + step, 1.0, scans) <= typical:
             return typical
         a, b = self._part_window(wr, lo, hi, _SPAN)
-        y = math.log(self.sample_rate) + mu * (b + 1.0) - 0.5 * mu * mu - math.log1p(-self.sample_rate)
-        return cost(a, b, 1.0 / (1.0 + math.exp(-y)) if y > -700 else 0.0, scans)
+        return cost(a, b, self._sigmoid_past(b), scans)
+
+    def _grid_points(self, a: float, b: float, t_max: float, wr: float, sig: float) -> float:
+        """The kernels' trapezoid points on the window [a, b] for |Im w| <= t_max, Re w = wr
+        (``_work_bound``: max(65, W / dx + 2), the step from the oscillation and curvature terms)."""
+        mu = self.mu
+        s2 = sig * (1.0 - sig) if sig <= 0.5 else 0.25
+        inv_dx = max(1.0 / self._dx(), 2.0 * t_max * mu * sig, 2.0 * math.sqrt(1.0 + abs(wr) * mu * mu * s2))
+        return max(65.0, (b - a) * inv_dx + 2.0)
+
+    def _sigmoid_past(self, b: float) -> float:
+        """The kernels' sigmoid at the window's top + 1 (the weight of the mu-shifted component there)."""
+        mu, q = self.mu, self.sample_rate
+        y = math.log(q) + mu * (b + 1.0) - 0.5 * mu * mu - math.log1p(-q)
+        return 1.0 / (1.0 + math.exp(-y)) if y > -700 else 0.0
 
     def mgf_line_cost(self, n: int, t_max: float, c: float = 0.0, direction: str = "remove") -> float:
         """Cost of one ``log_mgf`` call at n equally spaced nodes on the line Re s = c >= 0, |Im s| <= t_max
@@ -211,16 +220,11 @@ class SubsampledGaussianPart(Mechanism):
         Fewer nodes: n x ``mgf_cost`` (blocks of 64 with rotations, as that hint counts them)."""
         if n < NUFFT_MIN_NODES:
             return n * self.mgf_cost(t_max, c, direction)
-        mu = self.mu
         wr = -abs(c) if direction == "add" else abs(c) + 1.0
         lo, hi = self._mgf_range(wr)
         scans = self._scan_cost(wr, lo, hi)
         a, b = self._part_window(wr, lo, hi, _SPAN)
-        y = math.log(self.sample_rate) + mu * (b + 1.0) - 0.5 * mu * mu - math.log1p(-self.sample_rate)
-        sig = 1.0 / (1.0 + math.exp(-y)) if y > -700 else 0.0
-        s2 = sig * (1.0 - sig) if sig <= 0.5 else 0.25
-        inv_dx = max(1.0 / self._dx(), 2.0 * t_max * mu * sig, 2.0 * math.sqrt(1.0 + abs(wr) * mu * mu * s2))
-        pts = max(65.0, (b - a) * inv_dx + 2.0)
+        pts = self._grid_points(a, b, t_max, wr, self._sigmoid_past(b))
         fft = 8.0 * n * math.log2(8.0 * n)
         return (scans + self._grid_cost(a, b, pts) + pts * (_OP_EXP + 2.0 * _OP_CS + _OP_SPREAD)
                 + fft * _OP_FFT + n * _OP_NODE)
