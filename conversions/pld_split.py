@@ -107,8 +107,14 @@ class _LossPart(Mechanism):
         belong to this part (None when ``masses`` gives None)."""
         e = np.asarray(edges, dtype=float)
         e2 = e
+        # (pos[i] = searchsorted(e, e2[i]): the original edges keep their index when e increases strictly)
+        fast = e.size > 0 and bool(np.isfinite(e[-1])) and bool(np.all(e[1:] > e[:-1]))
+        pos = np.arange(e.size) if fast else None
         for end in (self.cut, self.top) if self.top < math.inf else (self.cut,):
-            e2 = np.insert(e2, int(np.searchsorted(e2, end, side="left")), end)
+            at = int(np.searchsorted(e2, end, side="left"))
+            e2 = np.insert(e2, at, end)
+            if fast:
+                pos = np.insert(pos, at, int(np.searchsorted(e, end, side="left")))
         res = masses(e2, direction)
         if res is None:
             return None
@@ -118,7 +124,8 @@ class _LossPart(Mechanism):
         lower = np.concatenate([[-math.inf], e2])  # refined cell i = (lower[i], upper[i]]
         upper = np.concatenate([e2, [math.inf]])
         keep = ((lower >= self.cut) & (lower < self.top)) if self.big else (lower < self.cut)
-        idx = np.searchsorted(e, upper, side="left")  # (upper = +inf: the top cell e.size)
+        idx = (np.concatenate([pos, [e.size]]) if fast  # (upper = +inf: the top cell e.size)
+               else np.searchsorted(e, upper, side="left"))
         return (np.bincount(idx[keep], weights=m[keep], minlength=e.size + 1),
                 np.bincount(idx[keep], weights=err[keep], minlength=e.size + 1))
 
