@@ -164,6 +164,33 @@ def test_parts_partition_the_cell_masses():
             assert mc2.shape == (edges.size,) and len(memo["cells"]) == 3
 
 
+def test_part_cells_gathered_like_searchsorted_on_any_grid():
+    """A part's cells come from the base's masses on the edges with the cut (and top) inserted, each
+    refined cell added to the caller's cell holding it.  On a strictly increasing grid the gathering uses
+    the insertion positions; on others (a repeated edge) ``searchsorted``.  Both must equal the refined
+    masses gathered by ``searchsorted`` of the refined cells' upper ends, computed here directly."""
+    mech = SubsampledGaussian(sigma=1.0, sample_rate=1e-3)
+    base = np.arange(-4, 400) * 0.0025
+    for edges in (base, np.insert(base, 50, base[50]), base[base != 0.0125]):
+        for cut, top, big in ((0.01, math.inf, False), (0.0125, math.inf, True), (0.011, 0.0512, True),
+                              (0.0125, 0.05, True), (-1.0, 0.05, True)):
+            part = pld_split._LossPart(base=mech, cut=cut, big=big, top=top)
+            got, got_err = part.pld_cell_masses(edges, "remove")
+            e2 = edges
+            for end in (cut, top) if top < math.inf else (cut,):
+                e2 = np.insert(e2, int(np.searchsorted(e2, end, side="left")), end)
+            m, err = mech.pld_cell_masses(e2, "remove")
+            lower = np.concatenate([[-math.inf], e2])
+            upper = np.concatenate([e2, [math.inf]])
+            keep = ((lower >= cut) & (lower < top)) if big else (lower < cut)
+            idx = np.searchsorted(edges, upper, side="left")
+            np.testing.assert_array_equal(got, np.bincount(idx[keep], weights=m[keep],
+                                                           minlength=edges.size + 1))
+            err = np.broadcast_to(err, m.shape)
+            np.testing.assert_array_equal(got_err, np.bincount(idx[keep], weights=err[keep],
+                                                               minlength=edges.size + 1))
+
+
 def _tails_mp(level, q, sigma):
     """P(L > level), Q(L > level) of one remove-direction step (40 digits): L > level iff x > x*."""
     with mp.workdps(40):
