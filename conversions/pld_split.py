@@ -99,8 +99,9 @@ class _LossPart(Mechanism):
         """The base's Q-masses restricted to this part, as ``pld_cell_masses`` (a cell cut by ``cut`` or
         ``top`` keeps its part's share: its loss still lies between the cell's ends); ``None`` when
         the base has none."""
-        fn = getattr(self.base, "pld_cell_q_masses", None)
-        return None if fn is None else self._restricted(fn, edges, direction)
+        if getattr(self.base, "pld_cell_q_masses", None) is None:
+            return None
+        return self._restricted(self._base_q_masses, edges, direction)
 
     def _restricted(self, masses, edges: np.ndarray, direction: str):
         """``masses(edges with the part's ends inserted)`` gathered onto the cells of ``edges`` that
@@ -132,13 +133,21 @@ class _LossPart(Mechanism):
     def _base_masses(self, edges: np.ndarray, direction: str):
         """``base.pld_cell_masses(edges, direction)``, from ``memo`` when the other part asked for the
         same edges (compared exactly)."""
-        done = self.memo.get("cells", []) if self.memo is not None else []
+        return self._memoised("cells", self.base.pld_cell_masses, edges, direction)
+
+    def _base_q_masses(self, edges: np.ndarray, direction: str):
+        """``base.pld_cell_q_masses(edges, direction)``, shared through ``memo`` like the masses (both
+        parts of a term ask for the Q-masses on the same refined edges)."""
+        return self._memoised("q_cells", self.base.pld_cell_q_masses, edges, direction)
+
+    def _memoised(self, kind: str, fn, edges: np.ndarray, direction: str):
+        done = self.memo.get(kind, []) if self.memo is not None else []
         for d, e, res in done:
             if d == direction and e.shape == edges.shape and np.array_equal(e, edges):
                 return res
-        res = self.base.pld_cell_masses(edges, direction)
+        res = fn(edges, direction)
         if self.memo is not None:
-            self.memo["cells"] = [(direction, edges, res)] + done[:3]
+            self.memo[kind] = [(direction, edges, res)] + done[:3]
         return res
 
     def pld_cell_offsets(self, edges: np.ndarray, direction: str = "remove"):

@@ -237,6 +237,17 @@ def test_bounded_large_part_partitions_the_cell_masses():
             part = pld_split._LossPart(base=mech, cut=cut, big=big, top=top, memo=memo)
             np.testing.assert_array_equal(part.pld_cell_masses(edges, "remove")[0], mb if big else mc)
         assert len(memo["cells"]) == 1
+        # ... and so do the Q-masses: the parts' Q-masses (shared) add up to the base's with the part above
+        # top, and equal those computed without the memo
+        qs = [pld_split._LossPart(base=mech, cut=cut, big=big, top=top, memo=memo).pld_cell_q_masses(
+            edges, "remove")[0] for big in (False, True)]
+        assert len(memo["q_cells"]) == 1
+        for big, qv in zip((False, True), qs, strict=True):
+            alone = pld_split._LossPart(base=mech, cut=cut, big=big, top=top)
+            np.testing.assert_array_equal(qv, alone.pld_cell_q_masses(edges, "remove")[0])
+        qt = pld_split._LossPart(base=mech, cut=top, big=True).pld_cell_q_masses(edges, "remove")[0]
+        np.testing.assert_allclose(qs[0] + qs[1] + qt, mech.pld_cell_q_masses(edges, "remove")[0],
+                                   rtol=1e-12, atol=1e-300)
 
 
 @pytest.mark.parametrize("q,sigma,eps", [(1e-4, 1.0, 0.02), (1e-4, 1.0, 0.04), (1e-3, 1.0, 0.05),
