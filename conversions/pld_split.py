@@ -68,8 +68,8 @@ class _LossPart(Mechanism):
     #: the part L <= cut offers the base's cell offsets (bounds on the cells' splits; the cell holding the
     #: cut gets [0, its share of the cell]); the Q-masses are offered by both parts where the base has them
     offsets: bool = False
-    #: shared by the two parts of one split: the base's last four cell-mass results (both parts of a
-    #: term ask for the same grids, the cut inserted), so that each is computed once
+    #: shared by the two parts of one split: the base's last four cell-mass and Q-mass results (both
+    #: parts of a term ask for the same grids, the cut inserted), so that each is computed once
     memo: dict = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
 
     name = "loss_part"
