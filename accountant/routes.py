@@ -222,9 +222,9 @@ class CharacteristicFunctionRoute:
         def one(d: str):
             pld_d = self._pld(ledger, d, ctx)
             try:
-                tv_cap = (fn is contour.epsilon_bounds and pld_d.tv_bound is not None
-                          and pld_d.tv_bound <= value)  # (then the contour answers eps = 0 at once)
-                if rare and not tv_cap:
+                # (within the total-variation cap the contour answers eps = 0 at once, before any plan)
+                if rare and not (fn is contour.epsilon_bounds and pld_d.tv_bound is not None
+                                 and pld_d.tv_bound <= value):
                     # near-atomic (see SPLIT_FIRST_HITS): the plain contour's plan is capped, so it is
                     # not made (~10-20 ms); the split or the PLD answers
                     raise contour.WouldBeCapped(f"near-atomic ledger (sum k q = {hits:.3g} <= "

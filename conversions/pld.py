@@ -417,10 +417,10 @@ def pld_epsilon_bounds(entries, delta: float, direction: str = "remove", rtol: f
         polish = met
         polished = polished or polish
         # the absolute target met (eps < 0.1): refine towards the relative one only while a pass is cheap
-        cheap_only = passes > 1 and up - lo <= atol or polish
+        cheap_only = (passes > 1 and up - lo <= atol) or polish
         if cheap_only and refined:
             break  # (one such pass: a second one cost 93 ms at q = 1e-4, sigma = 2, T = 10)
-        refined = refined or cheap_only and not polish
+        refined = refined or (cheap_only and not polish)
         r_eff = POLISH_FACTOR * rtol if polish else rtol
         goal = r_eff * up if cheap_only else max(r_eff * up, atol)
         if split_ok and lo > 0 and math.isfinite(extra) and extra > goal:
